@@ -1,0 +1,45 @@
+# podium — the two commands of the README live here.
+#   make demo   create .venv, install podium, run the main job on the embedded default
+#   make test   install the test extras and run the default test suite (what CI runs)
+# torch is installed first and pinned (a CPU wheel exists on our machines); override it, e.g.
+#   make demo TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
+PYTHON ?= python3
+VENV   ?= .venv
+TORCH  ?= torch==2.13.0
+PIP     = $(VENV)/bin/python -m pip
+STAMP   = $(VENV)/.podium-installed
+
+.PHONY: demo test test-slow bench lint clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.torch-installed: | $(VENV)/bin/python
+	$(PIP) install --quiet $(TORCH)
+	touch $@
+
+$(STAMP): pyproject.toml $(VENV)/.torch-installed
+	$(PIP) install --quiet -e ".[test]"
+	touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/podium demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check podium tests benchmarks
+	$(VENV)/bin/python -m pytest
+
+test-slow: $(STAMP)
+	$(VENV)/bin/python -m pytest -m slow
+
+bench: $(STAMP)
+	$(PIP) install --quiet -e ".[test,bench]"
+	$(VENV)/bin/python benchmarks/env_throughput.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check podium tests benchmarks
+	$(VENV)/bin/ruff format --check podium tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

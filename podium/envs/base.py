@@ -1,0 +1,324 @@
+"""The batched-tensor environment contract.
+
+A :class:`VecEnv` holds ``num_envs`` sub-environments whose state lives in torch tensors on
+``env.device``; they all step together. It subclasses :class:`gymnasium.vector.VectorEnv`, so
+gymnasium's vector wrappers and conventions apply, with three promises on top:
+
+* everything returned by ``reset`` and ``step`` is a torch tensor on ``env.device`` (float32
+  observations and rewards, bool ``terminated`` / ``truncated``);
+* auto-reset happens in the same step (``AutoresetMode.SAME_STEP``): for a finished sub-env the
+  returned observation is already the first one of its next episode, and ``info["final_obs"]``
+  holds the last observation of the finished episode (needed to bootstrap on truncation);
+* finished episodes report their return and length in ``info["episode_return"]`` and
+  ``info["episode_length"]`` (masked by ``info["_episode_return"]``), so no caller tracks them by hand.
+
+Tensor-native envs derive from :class:`TensorVecEnv` and write three pure hooks —
+:meth:`TensorVecEnv._initial_state`, :meth:`TensorVecEnv._dynamics` and :meth:`TensorVecEnv._observe`;
+the base class does action checking, time limits, episode statistics and auto-reset once, for all.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+__all__ = ["TensorVecEnv", "VecEnv", "resolve_device"]
+
+State = tuple[torch.Tensor, ...]
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """Turn ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or ``None`` (= cpu) into a usable device.
+
+    Raises:
+        ValueError: the string is not a device, or that device is not available on this machine.
+    """
+    if device is None:
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'") from exc
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available here; use device='cpu'")
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device {device!r} does not exist: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+        return torch.device("cuda", index)
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} requested but MPS is not available here; use device='cpu'")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unsupported device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'")
+    return dev
+
+
+def _check_num_envs(num_envs: Any) -> int:
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs <= 0:
+        raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+    return int(num_envs)
+
+
+class VecEnv(gym.vector.VectorEnv):
+    """Base class of podium's batched environments (the contract above).
+
+    Args:
+        num_envs: number of sub-environments N (> 0).
+        single_observation_space: gymnasium space of one sub-env's observation (a ``Box``).
+        single_action_space: gymnasium space of one sub-env's action (``Box`` or ``Discrete``).
+        device: torch device the state lives on.
+        max_episode_steps: time limit; an episode that reaches it is *truncated*. ``None`` = no limit.
+        dtype: floating dtype of the internal state (float32 by default; float64 for exact parity
+            checks). Observations and rewards are always returned as float32.
+        validate_actions: check each action batch for NaN/inf and (discrete) range. Costs a host sync
+            per step on an accelerator; turn off only where actions are valid by construction. Shape
+            is always checked.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        num_envs: int,
+        single_observation_space: gym.spaces.Box,
+        single_action_space: gym.spaces.Box | gym.spaces.Discrete,
+        device: str | torch.device | None = "cpu",
+        max_episode_steps: int | None = None,
+        dtype: torch.dtype = torch.float32,
+        validate_actions: bool = True,
+    ) -> None:
+        self.num_envs = _check_num_envs(num_envs)
+        self.device = resolve_device(device)
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+        self.dtype = dtype
+        if max_episode_steps is not None and max_episode_steps <= 0:
+            raise ValueError(f"max_episode_steps must be positive or None, got {max_episode_steps}")
+        self.max_episode_steps = max_episode_steps
+        self.validate_actions = validate_actions
+        self.single_observation_space = single_observation_space
+        self.single_action_space = single_action_space
+        self.observation_space = batch_space(single_observation_space, self.num_envs)
+        self.action_space = batch_space(single_action_space, self.num_envs)
+        self.discrete = isinstance(single_action_space, gym.spaces.Discrete)
+        if self.discrete:
+            self._num_actions = int(single_action_space.n)
+            self._action_shape: tuple[int, ...] = (self.num_envs,)
+        else:
+            self._action_shape = (self.num_envs, *single_action_space.shape)
+        self.generator = torch.Generator(device=self.device)
+        self.default_seed: int | None = None  # used by the first reset() that gets no seed (see make())
+        self._seeded = False
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Nothing to release by default: the state is plain tensors."""
+
+    def _seed(self, seed: int | list[int] | None) -> int | None:
+        """Seed ``self.generator`` and the action space for ``reset``; return the seed used (or None)."""
+        if isinstance(seed, list | tuple):
+            seed = None if len(seed) == 0 or seed[0] is None else int(seed[0])
+        if seed is None and not self._seeded and self.default_seed is not None:
+            seed = self.default_seed
+        if seed is not None:
+            self.generator.manual_seed(int(seed))
+            self.action_space.seed(int(seed))
+            self._seeded = True
+        elif not self._seeded:
+            self.generator.manual_seed(int(np.random.SeedSequence().entropy) % (2**63))
+            self._seeded = True
+        return seed
+
+    def _check_actions(self, actions: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """Validate an action batch and return it on ``self.device`` (int64 ``[N]`` or ``self.dtype``)."""
+        name = type(self).__name__
+        if not isinstance(actions, torch.Tensor):
+            actions = torch.as_tensor(np.asarray(actions), device=self.device)
+        elif actions.device != self.device:
+            actions = actions.to(self.device)
+        if self.discrete:
+            if actions.dtype.is_floating_point or actions.dtype == torch.bool or actions.is_complex():
+                raise ValueError(
+                    f"{name} has Discrete({self._num_actions}) actions: expected an integer tensor of shape "
+                    f"({self.num_envs},), got dtype {actions.dtype}"
+                )
+            if actions.ndim == 2 and actions.shape[1] == 1:
+                actions = actions[:, 0]
+            if tuple(actions.shape) != self._action_shape:
+                raise ValueError(
+                    f"{name}: expected actions of shape ({self.num_envs},) for {self.num_envs} sub-envs, "
+                    f"got {tuple(actions.shape)}"
+                )
+            actions = actions.long()
+            if self.validate_actions:
+                lo, hi = torch.aminmax(actions)
+                if int(lo) < 0 or int(hi) >= self._num_actions:
+                    raise ValueError(
+                        f"{name}: discrete actions must be in [0, {self._num_actions - 1}], "
+                        f"got values in [{int(lo)}, {int(hi)}]"
+                    )
+            return actions
+        if actions.dtype == torch.bool or actions.is_complex():
+            raise ValueError(f"{name}: Box actions must be real numbers, got dtype {actions.dtype}")
+        if actions.ndim == 1 and self._action_shape[1:] == (1,) and actions.shape[0] == self.num_envs:
+            actions = actions.unsqueeze(-1)
+        if tuple(actions.shape) != self._action_shape:
+            raise ValueError(
+                f"{name}: expected actions of shape {self._action_shape} (num_envs, *action_shape), "
+                f"got {tuple(actions.shape)}"
+            )
+        actions = actions.to(self.dtype)
+        if self.validate_actions and not bool(torch.isfinite(actions).all()):
+            bad = (~torch.isfinite(actions)).reshape(self.num_envs, -1).any(dim=1).nonzero()[:5, 0].tolist()
+            raise ValueError(f"{name}: actions contain NaN or inf (sub-envs {bad}); refusing to step")
+        return actions
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_envs={self.num_envs}, device={self.device})"
+
+
+class TensorVecEnv(VecEnv):
+    """A :class:`VecEnv` whose physics is torch code; subclasses write three pure hooks.
+
+    The state of all sub-envs is a tuple of tensors, each component-major with the sub-env dimension
+    LAST (CartPole: one ``[4, N]`` tensor), so every arithmetic op runs on contiguous memory. Because
+    the hooks are pure, this class can run them three ways: eagerly with an index-based auto-reset
+    (CPU), branch-free with ``torch.where`` (accelerators: no step waits for the host), and with
+    dynamics and bookkeeping fused by ``torch.compile`` (``compile=True``).
+
+    Args:
+        compile: fuse dynamics and bookkeeping with ``torch.compile`` (inductor). Optional: the first
+            call compiles (seconds; needs a C++ compiler on CPU); later processes reuse inductor's
+            on-disk cache.
+        Other arguments: see :class:`VecEnv`.
+    """
+
+    def __init__(self, *args: Any, compile: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state: State = ()
+        self._needs_reset = True
+        self._advance = self._advance_eager
+        if compile:
+            self._advance = torch.compile(self._advance_eager, dynamic=False, fullgraph=True)
+        self.episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
+        self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+
+    # ----------------------------------------------------------------- hooks for subclasses
+    @abstractmethod
+    def _initial_state(self, k: int) -> State:
+        """Draw ``k`` fresh initial states (sub-env dimension last, of size ``k``) from ``self.generator``."""
+
+    @abstractmethod
+    def _dynamics(self, state: State, actions: torch.Tensor) -> tuple[State, torch.Tensor, torch.Tensor]:
+        """Advance every sub-env one step with validated ``actions`` (``[N]`` int64 for Discrete,
+        ``[N, *act_shape]`` in ``self.dtype`` for Box). Pure: must not write into ``state``.
+
+        Returns:
+            ``(next_state, reward [N], terminated [N] bool)``.
+        """
+
+    @abstractmethod
+    def _observe(self, state: State) -> torch.Tensor:
+        """Observation batch ``[N, *obs_shape]`` of ``state``. Pure."""
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset every sub-env. An int ``seed`` makes the whole batch reproducible.
+
+        Returns:
+            ``(obs [N, *obs_shape] float32, info)``.
+        """
+        self._seed(seed)
+        self.state = self._initial_state(self.num_envs)
+        self.episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
+        self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self._needs_reset = False
+        return self._as_obs(self._observe(self.state)), {}
+
+    def step(
+        self, actions: torch.Tensor | np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Step all sub-envs with ``actions`` (``[N]`` ints for Discrete, ``[N, *act_shape]`` floats
+        for Box; numpy arrays are accepted and moved to ``env.device``).
+
+        Returns:
+            ``(obs, reward, terminated, truncated, info)``: ``obs [N, *obs_shape] float32``,
+            ``reward [N] float32``, ``terminated [N] bool``, ``truncated [N] bool``. ``info`` holds
+            ``final_obs`` (``[N, *obs_shape]``, valid where ``_final_obs``), and ``episode_return``
+            (``[N]`` float32) and ``episode_length`` (``[N]`` int64) of the episodes that just ended,
+            valid where ``_episode_return`` / ``_episode_length``. (podium leaves gymnasium's
+            ``episode`` key free so that ``RecordEpisodeStatistics`` can wrap any VecEnv.)
+
+        Raises:
+            ValueError: wrong action shape or dtype, NaN/inf actions, out-of-range discrete actions.
+            RuntimeError: ``reset`` was never called.
+        """
+        if self._needs_reset:
+            raise RuntimeError(f"{type(self).__name__}.step() called before reset(); call env.reset(seed=...) first")
+        actions = self._check_actions(actions)
+        state, reward, terminated, truncated, done, final_obs, ep_return, ep_length = self._advance(
+            self.state, actions, self.episode_return, self.episode_length
+        )
+        if self.device.type == "cpu":
+            # redraw only the finished sub-envs; at small N most steps finish none
+            idx = done.nonzero().squeeze(1)
+            if idx.numel() > 0:
+                fresh = self._initial_state(idx.numel())
+                state = tuple(s.index_copy(s.ndim - 1, idx, f) for s, f in zip(state, fresh, strict=True))
+                obs = self._as_obs(self._observe(state))
+                self.episode_return = ep_return.index_fill(0, idx, 0.0)
+                self.episode_length = ep_length.index_fill(0, idx, 0)
+            else:
+                obs = final_obs
+                self.episode_return, self.episode_length = ep_return, ep_length
+        else:
+            # accelerators: branch-free, so that no step waits for the host
+            fresh = self._initial_state(self.num_envs)
+            state = tuple(torch.where(done, f, s) for s, f in zip(state, fresh, strict=True))
+            obs = self._as_obs(self._observe(state))
+            self.episode_return = ep_return.masked_fill(done, 0.0)
+            self.episode_length = ep_length.masked_fill(done, 0)
+        self.state = state
+        info: dict[str, Any] = {
+            "final_obs": final_obs,
+            "_final_obs": done,
+            "episode_return": ep_return,
+            "_episode_return": done,
+            "episode_length": ep_length,
+            "_episode_length": done,
+        }
+        return obs, reward, terminated, truncated, info
+
+    # ----------------------------------------------------------------- internals
+    def _advance_eager(
+        self, state: State, actions: torch.Tensor, ep_return: torch.Tensor, ep_length: torch.Tensor
+    ) -> tuple[Any, ...]:
+        """Dynamics plus bookkeeping, before auto-reset. Pure, so ``torch.compile`` can fuse it."""
+        state, reward, terminated = self._dynamics(state, actions)
+        reward = reward.to(torch.float32)
+        ep_return, ep_length = ep_return + reward, ep_length + 1
+        if self.max_episode_steps is None:
+            truncated, done = torch.zeros_like(terminated), terminated
+        else:
+            truncated = (ep_length >= self.max_episode_steps) > terminated  # limit reached, not terminated
+            done = terminated | truncated
+        final_obs = self._as_obs(self._observe(state))
+        return state, reward, terminated, truncated, done, final_obs, ep_return, ep_length
+
+    def _uniform(self, shape: tuple[int, ...], low: float, high: float) -> torch.Tensor:
+        """Uniform samples in ``[low, high)`` of ``shape`` in ``self.dtype`` from ``self.generator``."""
+        out = torch.empty(shape, device=self.device, dtype=self.dtype)
+        return out.uniform_(low, high, generator=self.generator)
+
+    @staticmethod
+    def _as_obs(obs: torch.Tensor) -> torch.Tensor:
+        return obs if obs.dtype == torch.float32 else obs.to(torch.float32)

@@ -1,0 +1,127 @@
+"""``make()``: one call for every environment, tensor-native where podium has one.
+
+podium's own batched envs are registered here by id. Any other id that gymnasium knows is wrapped
+by :class:`~podium.envs.gym_adapter.GymVecEnv`, so ``make("LunarLander-v3", num_envs=8)`` works too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from podium.envs.base import VecEnv
+
+__all__ = ["EnvSpec", "list_envs", "make", "register", "registry"]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registered tensor-native environment.
+
+    Attributes:
+        id: the name passed to :func:`make` (gymnasium style, e.g. ``"CartPole-v1"``).
+        entry_point: a :class:`VecEnv` subclass or factory, or ``"module.path:ClassName"`` (imported lazily).
+        kwargs: default keyword arguments for the constructor; ``make(**kwargs)`` overrides them.
+        description: one line shown by ``podium envs``.
+    """
+
+    id: str
+    entry_point: str | Callable[..., VecEnv]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def load(self) -> Callable[..., VecEnv]:
+        """Import and return the constructor."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module, _, name = self.entry_point.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+registry: dict[str, EnvSpec] = {}
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., VecEnv],
+    *,
+    description: str = "",
+    override: bool = False,
+    **kwargs: Any,
+) -> EnvSpec:
+    """Register a tensor-native environment under ``id`` so that :func:`make` and ``podium train`` find it.
+
+    Args:
+        id: the name to register (e.g. ``"MyRobot-v0"``).
+        entry_point: a :class:`VecEnv` subclass (or factory) taking ``num_envs`` and ``device`` keyword
+            arguments, or its import path ``"package.module:ClassName"``.
+        description: one line for ``podium envs``.
+        override: replace an existing registration instead of raising.
+        **kwargs: default constructor arguments.
+
+    Raises:
+        ValueError: ``id`` is already registered and ``override`` is False.
+    """
+    if id in registry and not override:
+        raise ValueError(f"environment {id!r} is already registered; pass override=True to replace it")
+    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), description=description)
+    registry[id] = spec
+    return spec
+
+
+def list_envs() -> list[EnvSpec]:
+    """All registered tensor-native environments, sorted by id."""
+    return [registry[k] for k in sorted(registry)]
+
+
+def _unknown_env(id: str) -> KeyError:
+    names = list(registry) + list(gym.registry)
+    close = difflib.get_close_matches(id, names, n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return KeyError(
+        f"unknown environment {id!r}: it is neither registered with podium nor with gymnasium.{hint} "
+        "Run `podium envs` for podium's tensor-native envs; pass a gymnasium id (after importing the "
+        "package that registers it) or register your own with podium.envs.register()."
+    )
+
+
+def make(
+    id: str,
+    num_envs: int = 1,
+    device: str | Any = "cpu",
+    seed: int | None = None,
+    native: bool = True,
+    **kwargs: Any,
+) -> VecEnv:
+    """Create ``num_envs`` copies of environment ``id`` as one batched :class:`VecEnv`.
+
+    Args:
+        id: a podium id (see ``podium envs``) or any gymnasium id.
+        num_envs: number of sub-environments.
+        device: torch device of observations, rewards and (for tensor-native envs) the simulation.
+        seed: seeds the first ``reset()`` that is called without a seed.
+        native: use podium's tensor-native implementation when one exists (default). ``False`` forces
+            gymnasium's own env through :class:`~podium.envs.gym_adapter.GymVecEnv`, e.g. to compare.
+        **kwargs: passed to the env's constructor (for gymnasium ids: to ``gymnasium.make``, except
+            the adapter's own ``vectorization`` and ``max_episode_steps``).
+
+    Raises:
+        KeyError: unknown id (the message suggests close matches).
+        ValueError: bad ``num_envs``, unknown device, or a gymnasium env whose spaces podium cannot batch.
+    """
+    if native and id in registry:
+        spec = registry[id]
+        env = spec.load()(num_envs=num_envs, device=device, **{**spec.kwargs, **kwargs})
+    elif id in gym.registry or (id in registry and not native):
+        from podium.envs.gym_adapter import GymVecEnv
+
+        env = GymVecEnv(id, num_envs=num_envs, device=device, **kwargs)
+    else:
+        raise _unknown_env(id)
+    env.default_seed = seed
+    return env
