@@ -80,7 +80,7 @@ def list_envs() -> list[EnvSpec]:
 
 
 def _unknown_env(id: str) -> KeyError:
-    names = list(registry) + list(gym.registry)
+    names = sorted(set(registry) | set(gym.registry))
     close = difflib.get_close_matches(id, names, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return KeyError(

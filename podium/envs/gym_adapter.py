@@ -1,0 +1,205 @@
+"""``GymVecEnv``: any gymnasium environment as a podium :class:`~podium.envs.base.VecEnv`.
+
+This is the paper's "PreprocessVecEnv": it takes a gymnasium id or constructor — including envs
+podium has never heard of — runs ``num_envs`` copies in gymnasium's own vector env (in-process for
+cheap envs, one subprocess each for expensive ones), and hands back torch tensors on the chosen
+device with podium's conventions (same-step auto-reset, ``final_obs``, episode statistics).
+
+Supported spaces: ``Box`` or ``Discrete`` actions; ``Box`` observations, and ``Discrete`` observations
+converted to one-hot vectors. Anything else is refused with a message that names a fix.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from podium.envs.base import VecEnv
+
+__all__ = ["GymVecEnv"]
+
+Vectorization = Literal["auto", "sync", "async"]
+
+# A single env step slower than this (seconds) is worth a subprocess per env in "auto" mode.
+_ASYNC_THRESHOLD_S = 2e-4
+
+
+def _describe(space: gym.Space) -> str:
+    return repr(space)
+
+
+def _check_spaces(name: str, obs_space: gym.Space, act_space: gym.Space) -> None:
+    if not isinstance(act_space, gym.spaces.Box | gym.spaces.Discrete):
+        raise ValueError(
+            f"{name}: podium handles Box and Discrete action spaces, this env has {_describe(act_space)}. "
+            "Wrap it first with a gymnasium.ActionWrapper that maps a Box or Discrete action onto it."
+        )
+    if isinstance(act_space, gym.spaces.Discrete) and act_space.start != 0:
+        raise ValueError(f"{name}: Discrete action spaces must start at 0 (this one starts at {act_space.start})")
+    if not isinstance(obs_space, gym.spaces.Box | gym.spaces.Discrete):
+        raise ValueError(
+            f"{name}: podium handles Box (and Discrete, one-hot encoded) observation spaces, this env has "
+            f"{_describe(obs_space)}. Wrap it with gymnasium.wrappers.FlattenObservation (Dict/Tuple) first."
+        )
+
+
+class GymVecEnv(VecEnv):
+    """``num_envs`` copies of a gymnasium env, batched, with torch tensors on ``device``.
+
+    Args:
+        env: a gymnasium id (``"LunarLander-v3"``) or a zero-argument callable returning a ``gymnasium.Env``.
+        num_envs: number of copies.
+        device: torch device for observations, rewards and flags (the simulation itself runs on CPU).
+        vectorization: ``"sync"`` steps the copies one after another in this process (best for cheap
+            envs such as classic control), ``"async"`` runs each copy in its own subprocess (best for
+            expensive ones such as MuJoCo), ``"auto"`` times a few steps of one copy and picks.
+        max_episode_steps: override the env's registered time limit.
+        **env_kwargs: passed to ``gymnasium.make``.
+
+    Raises:
+        KeyError: unknown gymnasium id.
+        ValueError: unsupported observation or action space, bad ``num_envs`` or device.
+    """
+
+    def __init__(
+        self,
+        env: str | Callable[[], gym.Env],
+        num_envs: int = 1,
+        device: str | torch.device | None = "cpu",
+        vectorization: Vectorization = "auto",
+        max_episode_steps: int | None = None,
+        **env_kwargs: Any,
+    ) -> None:
+        if isinstance(env, str):
+            if env not in gym.registry:
+                from podium.envs.registry import _unknown_env
+
+                raise _unknown_env(env)
+            self.env_id = env
+            make_kwargs = dict(env_kwargs)
+            if max_episode_steps is not None:
+                make_kwargs["max_episode_steps"] = max_episode_steps
+
+            def factory() -> gym.Env:
+                return gym.make(env, **make_kwargs)
+
+        elif callable(env):
+            if env_kwargs or max_episode_steps is not None:
+                raise ValueError("pass env kwargs inside your constructor when `env` is a callable")
+            factory = env
+            self.env_id = getattr(env, "__name__", type(env).__name__)
+        else:
+            raise TypeError(f"env must be a gymnasium id or a callable returning a gymnasium.Env, got {env!r}")
+        if vectorization not in ("auto", "sync", "async"):
+            raise ValueError(f"vectorization must be 'auto', 'sync' or 'async', got {vectorization!r}")
+
+        probe = factory()
+        try:
+            _check_spaces(self.env_id, probe.observation_space, probe.action_space)
+            obs_space, act_space = probe.observation_space, probe.action_space
+            spec = probe.spec
+            if vectorization == "auto":
+                vectorization = self._choose(probe, num_envs)
+        finally:
+            probe.close()
+        self._one_hot = isinstance(obs_space, gym.spaces.Discrete)
+        if self._one_hot:
+            single_obs = gym.spaces.Box(0.0, 1.0, (int(obs_space.n),), dtype=np.float32)
+            self._obs_start = int(obs_space.start)
+        else:
+            single_obs = gym.spaces.Box(
+                obs_space.low.astype(np.float32), obs_space.high.astype(np.float32), dtype=np.float32
+            )
+        super().__init__(
+            num_envs,
+            single_obs,
+            act_space,
+            device=device,
+            max_episode_steps=spec.max_episode_steps if spec is not None else max_episode_steps,
+        )
+        self.vectorization = vectorization
+        cls = AsyncVectorEnv if vectorization == "async" else SyncVectorEnv
+        self.vector_env = cls([factory] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        self._act_dtype = act_space.dtype if isinstance(act_space, gym.spaces.Box) else np.int64
+        self._returns = np.zeros(self.num_envs, dtype=np.float64)
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+
+    @staticmethod
+    def _choose(probe: gym.Env, num_envs: int) -> Vectorization:
+        if num_envs == 1 or (os.cpu_count() or 1) < 2:
+            return "sync"
+        probe.reset(seed=0)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            _, _, terminated, truncated, _ = probe.step(probe.action_space.sample())
+            if terminated or truncated:
+                probe.reset()
+        return "async" if (time.perf_counter() - t0) / 20 > _ASYNC_THRESHOLD_S else "sync"
+
+    # ----------------------------------------------------------------- conversions
+    def _obs(self, obs: np.ndarray) -> torch.Tensor:
+        if self._one_hot:
+            idx = torch.as_tensor(np.asarray(obs, dtype=np.int64) - self._obs_start, device=self.device)
+            return torch.nn.functional.one_hot(idx, self.single_observation_space.shape[0]).to(torch.float32)
+        return torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
+        """Reset all copies; an int ``seed`` seeds copy ``i`` with ``seed + i``. Returns ``(obs, info)``."""
+        seed = self._seed(seed)
+        obs, info = self.vector_env.reset(seed=seed, options=options)
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+        return self._obs(obs), info
+
+    def step(
+        self, actions: torch.Tensor | np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Step all copies; same returns as :meth:`podium.envs.base.TensorVecEnv.step`."""
+        actions = self._check_actions(actions)
+        np_actions = actions.cpu().numpy().astype(self._act_dtype, copy=False)
+        obs, reward, terminated, truncated, info = self.vector_env.step(np_actions)
+        done = np.logical_or(terminated, truncated)
+        self._returns += reward
+        self._lengths += 1
+        out = dict(info)
+        obs_t = self._obs(obs)
+        final_obs = obs_t
+        if done.any():
+            idx = np.flatnonzero(done)
+            final = obs_t.clone()
+            finals = np.stack([np.asarray(info["final_obs"][i]) for i in idx])  # only the finished copies
+            final[torch.as_tensor(idx, device=self.device)] = self._obs(finals)
+            final_obs = final
+        done_t = torch.as_tensor(done, device=self.device)
+        out["final_obs"] = final_obs
+        out["_final_obs"] = done_t
+        out["episode_return"] = torch.as_tensor(self._returns, dtype=torch.float32, device=self.device)
+        out["_episode_return"] = done_t
+        out["episode_length"] = torch.as_tensor(self._lengths.copy(), device=self.device)
+        out["_episode_length"] = done_t
+        self._returns[done] = 0.0
+        self._lengths[done] = 0
+        return (
+            obs_t,
+            torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device),
+            torch.as_tensor(terminated, device=self.device),
+            torch.as_tensor(truncated, device=self.device),
+            out,
+        )
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Close the underlying gymnasium vector env (and its subprocesses)."""
+        self.vector_env.close(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"GymVecEnv({self.env_id!r}, num_envs={self.num_envs}, {self.vectorization}, device={self.device})"
