@@ -1,0 +1,221 @@
+"""The agent interface every algorithm implements, and the algorithm registry.
+
+An :class:`Agent` is one algorithm's networks, optimisers and normalisers. It has two sides:
+
+* the **worker** side — :meth:`Agent.explore` picks actions for a batch of observations and
+  :meth:`Agent.record` writes the resulting transitions into the agent's own buffer
+  (:meth:`Agent.make_buffer`); :attr:`Agent.rollout_steps` says how many env steps per sub-env the
+  worker collects between two learning phases;
+* the **learner** side — :meth:`Agent.learn` runs one learning phase on the buffer; it is built from
+  :meth:`Agent.update`, one gradient step on one batch, which returns losses for logging.
+
+:meth:`Agent.act` is the deployment policy (deterministic by default), and ``state_dict`` /
+``load_state_dict`` cover networks, optimisers and normalisation statistics.
+New algorithms plug in by subclassing :class:`Agent` and calling :func:`register_algo`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import torch
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Agent", "AgentConfig", "algo_names", "get_algo", "register_algo"]
+
+
+class AgentConfig(BaseModel):
+    """Base of every algorithm's hyperparameters: typed, documented, unknown fields rejected."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False)
+
+
+class Agent(ABC):
+    """One algorithm: networks + optimisers + normalisers, with a worker side and a learner side.
+
+    Args:
+        observation_space: a sub-env's observation space (``Box``).
+        action_space: a sub-env's action space (``Box`` or ``Discrete``).
+        config: the algorithm's hyperparameters (an instance of ``cls.Config``).
+        num_envs: number of sub-envs the worker steps (sizes the buffers).
+        device: where networks and buffers live (normally the env's device).
+    """
+
+    name: ClassVar[str]
+    Config: ClassVar[type[AgentConfig]]
+    on_policy: ClassVar[bool]
+    discrete_actions: ClassVar[tuple[bool, ...]] = (True, False)  # which action spaces it supports
+    default_num_envs: ClassVar[int] = 16  # training sub-envs when the pod spec does not say
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box | gym.spaces.Discrete,
+        config: AgentConfig,
+        num_envs: int,
+        device: torch.device,
+    ) -> None:
+        if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+            raise ValueError(
+                f"{self.name} needs a flat Box observation space, got {observation_space!r}; "
+                "flatten it (gymnasium.wrappers.FlattenObservation) first"
+            )
+        discrete = isinstance(action_space, gym.spaces.Discrete)
+        if discrete not in self.discrete_actions:
+            kind = "Discrete" if discrete else "Box (continuous)"
+            fits = [n for n in algo_names() if discrete in get_algo(n).discrete_actions]
+            raise ValueError(
+                f"{self.name} cannot handle {kind} action spaces ({action_space!r}); "
+                f"algorithms that can: {', '.join(fits)}"
+            )
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.discrete = discrete
+        self.obs_dim = int(observation_space.shape[0])
+        self.action_dim = int(action_space.n) if discrete else int(action_space.shape[0])
+        self.config = config
+        self.num_envs = num_envs
+        self.device = device
+        if not discrete:
+            low = torch.as_tensor(action_space.low, dtype=torch.float32, device=device)
+            high = torch.as_tensor(action_space.high, dtype=torch.float32, device=device)
+            if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+                raise ValueError(f"{self.name} needs a bounded Box action space, got {action_space!r}")
+            self.action_scale = (high - low) / 2.0
+            self.action_bias = (high + low) / 2.0
+
+    # ----------------------------------------------------------------- action scaling
+    def scale_action(self, unit_action: torch.Tensor) -> torch.Tensor:
+        """Map an action in ``[-1, 1]^d`` to the env's bounds ``[low, high]``."""
+        return unit_action * self.action_scale + self.action_bias
+
+    def unscale_action(self, env_action: torch.Tensor) -> torch.Tensor:
+        """Map an env action in ``[low, high]`` back to ``[-1, 1]^d``."""
+        return (env_action - self.action_bias) / self.action_scale
+
+    # ----------------------------------------------------------------- deployment
+    @abstractmethod
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """Actions for ``obs [B, obs_dim]``: ``[B]`` int64 (Discrete) or ``[B, act_dim]`` in env units (Box)."""
+
+    # ----------------------------------------------------------------- worker side
+    @property
+    @abstractmethod
+    def rollout_steps(self) -> int:
+        """Env steps per sub-env that the worker collects before each learning phase."""
+
+    @abstractmethod
+    def make_buffer(self) -> Any:
+        """Allocate this agent's buffer (rollout or replay) on ``self.device``."""
+
+    @abstractmethod
+    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Exploration actions for ``obs [N, obs_dim]`` (env units) and extras the buffer needs."""
+
+    @abstractmethod
+    def record(
+        self,
+        buffer: Any,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        extras: dict[str, torch.Tensor],
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        final_obs: torch.Tensor,
+    ) -> None:
+        """Write one batched transition into ``buffer``. ``next_obs`` is the post-auto-reset observation,
+        ``final_obs`` the true last observation of finished episodes (bootstrap on truncation)."""
+
+    # ----------------------------------------------------------------- learner side
+    @abstractmethod
+    def learn(self, buffer: Any, next_obs: torch.Tensor) -> dict[str, float]:
+        """One learning phase on ``buffer`` (several :meth:`update` calls); returns mean losses."""
+
+    @abstractmethod
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One gradient step on ``batch``; returns detached scalar losses/statistics."""
+
+    # ----------------------------------------------------------------- persistence
+    @abstractmethod
+    def modules(self) -> dict[str, torch.nn.Module]:
+        """Named networks (and normalisers) whose parameters are saved, averaged and evaluated."""
+
+    @abstractmethod
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Named optimisers."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Networks, optimisers and normalisers (tensors and plain numbers only: loads with ``weights_only``)."""
+        state: dict[str, Any] = {f"module.{k}": m.state_dict() for k, m in self.modules().items()}
+        state.update({f"optim.{k}": o.state_dict() for k, o in self.optimizers().items()})
+        state.update({f"extra.{k}": v for k, v in self.extra_state().items()})
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`state_dict`. Raises ``ValueError`` naming the first missing/mismatched part."""
+        for kind, items in (("module", self.modules()), ("optim", self.optimizers())):
+            for key, obj in items.items():
+                if f"{kind}.{key}" not in state:
+                    raise ValueError(f"checkpoint has no '{kind}.{key}' for {self.name}; is it from another algorithm?")
+                try:
+                    obj.load_state_dict(state[f"{kind}.{key}"])
+                except (RuntimeError, ValueError, KeyError) as exc:
+                    raise ValueError(
+                        f"checkpoint part '{kind}.{key}' does not fit this {self.name} agent: {exc}"
+                    ) from exc
+        self.load_extra_state({k[len("extra.") :]: v for k, v in state.items() if k.startswith("extra.")})
+
+    def extra_state(self) -> dict[str, Any]:
+        """Non-module state to checkpoint (e.g. an entropy coefficient); tensors or numbers."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Inverse of :meth:`extra_state`; the default agent has none to load."""
+        if state:
+            raise ValueError(f"checkpoint has extra state {sorted(state)} that {self.name} does not know")
+
+
+# ----------------------------------------------------------------- registry
+_ALGOS: dict[str, type[Agent]] = {}
+
+
+def register_algo(cls: type[Agent]) -> type[Agent]:
+    """Class decorator: make an :class:`Agent` subclass available by ``cls.name`` (``--algo NAME``)."""
+    _ALGOS[cls.name.lower()] = cls
+    return cls
+
+
+_BUILTIN = ("ppo",)
+
+
+def _load_builtin() -> None:
+    """Import the built-in algorithm modules (each registers itself)."""
+    for module in _BUILTIN:
+        importlib.import_module(f"podium.algos.{module}")
+
+
+def algo_names() -> list[str]:
+    """Names of all registered algorithms."""
+    _load_builtin()
+    return sorted(_ALGOS)
+
+
+def get_algo(name: str) -> type[Agent]:
+    """The :class:`Agent` class registered as ``name`` (case-insensitive).
+
+    Raises:
+        KeyError: unknown name, with close matches.
+    """
+    _load_builtin()
+    key = name.lower()
+    if key not in _ALGOS:
+        close = difflib.get_close_matches(key, list(_ALGOS), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise KeyError(f"unknown algorithm {name!r}.{hint} Available: {', '.join(sorted(_ALGOS))}")
+    return _ALGOS[key]

@@ -1,0 +1,137 @@
+"""Preallocated, contiguous tensor buffers on the env's device (the paper's replay buffer in device memory).
+
+Every ``add`` writes one step of all ``N`` sub-envs at once; nothing loops over transitions.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["ReplayBuffer", "RolloutBuffer"]
+
+
+class RolloutBuffer:
+    """On-policy storage for ``T`` steps of ``N`` sub-envs: tensors shaped ``[T, N, ...]``.
+
+    Holds observations, actions, log-probabilities, value estimates, rewards (already including
+    the bootstrap ``gamma * V(final_obs)`` on truncation) and ``dones`` (episode ended at this step).
+    """
+
+    def __init__(
+        self,
+        steps: int,
+        num_envs: int,
+        obs_dim: int,
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        t, n = steps, num_envs
+        self.steps, self.num_envs = steps, num_envs
+        self.obs = torch.zeros(t, n, obs_dim, device=device)
+        self.actions = torch.zeros(t, n, *action_shape, dtype=action_dtype, device=device)
+        self.logprobs = torch.zeros(t, n, device=device)
+        self.values = torch.zeros(t, n, device=device)
+        self.rewards = torch.zeros(t, n, device=device)
+        self.dones = torch.zeros(t, n, device=device)
+        self.advantages = torch.zeros(t, n, device=device)
+        self.returns = torch.zeros(t, n, device=device)
+        self.pos = 0
+
+    def add(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        logprob: torch.Tensor,
+        value: torch.Tensor,
+        reward: torch.Tensor,
+        done: torch.Tensor,
+    ) -> None:
+        if self.pos >= self.steps:
+            raise RuntimeError("RolloutBuffer is full; call compute_gae() and reset() before adding more")
+        i = self.pos
+        self.obs[i], self.actions[i], self.logprobs[i] = obs, actions, logprob
+        self.values[i], self.rewards[i], self.dones[i] = value, reward, done
+        self.pos += 1
+
+    @torch.no_grad()
+    def compute_gae(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
+        """Generalised advantage estimation over the ``T`` steps (a loop over time, batched over envs)."""
+        next_value, gae = last_value, torch.zeros_like(last_value)
+        for t in reversed(range(self.steps)):
+            not_done = 1.0 - self.dones[t]
+            delta = self.rewards[t] + gamma * next_value * not_done - self.values[t]
+            gae = delta + gamma * lam * not_done * gae
+            self.advantages[t] = gae
+            next_value = self.values[t]
+        torch.add(self.advantages, self.values, out=self.returns)
+
+    def reset(self) -> None:
+        self.pos = 0
+
+    def flat(self) -> dict[str, torch.Tensor]:
+        """All ``T * N`` samples, flattened: the learner's dataset for this phase."""
+        return {
+            "obs": self.obs.flatten(0, 1),
+            "actions": self.actions.flatten(0, 1),
+            "logprobs": self.logprobs.flatten(),
+            "values": self.values.flatten(),
+            "advantages": self.advantages.flatten(),
+            "returns": self.returns.flatten(),
+        }
+
+
+class ReplayBuffer:
+    """Circular off-policy storage of ``capacity`` transitions in contiguous tensors.
+
+    Each :meth:`add` writes the ``N`` transitions of one batched step; :meth:`sample` draws a uniform
+    batch. ``next_obs`` is the true next observation (``final_obs`` for finished episodes) and
+    ``terminated`` only marks real terminations, so truncated episodes are bootstrapped.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        obs_dim: int,
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        if capacity <= 0:
+            raise ValueError(f"replay capacity must be positive, got {capacity}")
+        self.capacity, self.device = capacity, device
+        self.obs = torch.zeros(capacity, obs_dim, device=device)
+        self.next_obs = torch.zeros(capacity, obs_dim, device=device)
+        self.actions = torch.zeros(capacity, *action_shape, dtype=action_dtype, device=device)
+        self.rewards = torch.zeros(capacity, device=device)
+        self.terminated = torch.zeros(capacity, device=device)
+        self.pos, self.size = 0, 0
+
+    def add(
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> None:
+        n = obs.shape[0]
+        if n > self.capacity:
+            raise ValueError(f"a batch of {n} transitions does not fit a replay buffer of {self.capacity}")
+        idx = (torch.arange(n, device=self.device) + self.pos) % self.capacity
+        self.obs[idx], self.actions[idx], self.rewards[idx] = obs, actions, reward
+        self.next_obs[idx], self.terminated[idx] = next_obs, terminated.to(self.terminated.dtype)
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        if self.size == 0:
+            raise RuntimeError("cannot sample from an empty replay buffer")
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
+        return {
+            "obs": self.obs[idx],
+            "actions": self.actions[idx],
+            "rewards": self.rewards[idx],
+            "next_obs": self.next_obs[idx],
+            "terminated": self.terminated[idx],
+        }

@@ -1,0 +1,92 @@
+"""Networks shared by the algorithms: MLPs, a batched ensemble MLP (twin critics in one matmul), heads."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["EnsembleMLP", "activation", "mlp", "orthogonal_init"]
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
+
+
+def activation(name: str) -> type[nn.Module]:
+    """The activation class for ``name`` (tanh, relu, elu, silu)."""
+    try:
+        return _ACTIVATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown activation {name!r}; choose one of {', '.join(_ACTIVATIONS)}") from None
+
+
+def orthogonal_init(layer: nn.Linear, gain: float = math.sqrt(2)) -> nn.Linear:
+    """Orthogonal weights with ``gain`` and zero bias (the usual choice for policy-gradient nets)."""
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def mlp(
+    in_dim: int,
+    hidden: Sequence[int],
+    out_dim: int,
+    act: str = "tanh",
+    out_gain: float | None = None,
+    orthogonal: bool = True,
+) -> nn.Sequential:
+    """A multilayer perceptron ``in_dim -> hidden... -> out_dim`` (no activation on the output).
+
+    Args:
+        act: hidden activation name.
+        out_gain: orthogonal gain of the output layer (e.g. 0.01 for policy logits, 1 for values).
+        orthogonal: orthogonal init (True) or PyTorch's default init (False).
+    """
+    layers: list[nn.Module] = []
+    dims = [in_dim, *hidden]
+    for a, b in itertools.pairwise(dims):
+        linear = nn.Linear(a, b)
+        layers += [orthogonal_init(linear) if orthogonal else linear, activation(act)()]
+    head = nn.Linear(dims[-1], out_dim)
+    if orthogonal:
+        orthogonal_init(head, 1.0 if out_gain is None else out_gain)
+    layers.append(head)
+    return nn.Sequential(*layers)
+
+
+class EnsembleLinear(nn.Module):
+    """``E`` independent linear layers applied with one batched matmul: ``[E, B, in] -> [E, B, out]``."""
+
+    def __init__(self, ensemble: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_dim)  # PyTorch's nn.Linear default range
+        self.weight = nn.Parameter(torch.empty(ensemble, in_dim, out_dim).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(ensemble, 1, out_dim).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class EnsembleMLP(nn.Module):
+    """``E`` MLPs with identical shapes evaluated together (e.g. SAC/TD3's twin Q-networks).
+
+    ``forward(x)`` takes ``[B, in]`` (shared input) or ``[E, B, in]`` and returns ``[E, B, out]``.
+    """
+
+    def __init__(self, ensemble: int, in_dim: int, hidden: Sequence[int], out_dim: int, act: str = "relu") -> None:
+        super().__init__()
+        self.ensemble = ensemble
+        dims = [in_dim, *hidden, out_dim]
+        self.layers = nn.ModuleList(EnsembleLinear(ensemble, a, b) for a, b in itertools.pairwise(dims))
+        self.act = activation(act)()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(self.ensemble, *x.shape)
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i < len(self.layers) - 1:
+                x = self.act(x)
+        return x

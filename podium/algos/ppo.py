@@ -1,0 +1,261 @@
+"""PPO: proximal policy optimisation with a clipped surrogate, GAE and advantage normalisation.
+
+Discrete (categorical) and continuous (diagonal Gaussian, state-independent std) actions; optional
+observation and reward normalisation and value clipping. Continuous actions are sampled in
+``[-1, 1]``-scaled units, mapped to the env's bounds and clipped there; the log-probability is that
+of the unclipped sample (the usual practice). Truncated episodes are bootstrapped with
+``gamma * V(final_obs)``.
+
+Reading order: ``PPOConfig`` (hyperparameters) -> ``PPO.__init__`` (networks) -> worker side
+(``explore``/``record``) -> learner side (``learn`` then ``update``, which holds the loss).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from podium.algos.base import Agent, AgentConfig, register_algo
+from podium.algos.buffers import RolloutBuffer
+from podium.algos.networks import mlp
+from podium.algos.normalization import RewardScaler, RunningMeanStd
+
+__all__ = ["PPO", "PPOConfig"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class PPOConfig(AgentConfig):
+    """PPO hyperparameters. Defaults suit tens to thousands of sub-envs on classic control."""
+
+    num_steps: int = 32
+    """Env steps per sub-env per rollout (the rollout holds ``num_steps * num_envs`` transitions)."""
+    learning_rate: float = 3e-4
+    """Adam step size for actor and critic."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over the pod's step budget (needs a step budget)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda (bias/variance trade-off of the advantage)."""
+    num_minibatches: int = 4
+    """Minibatches per epoch: minibatch size = ``num_steps * num_envs / num_minibatches``."""
+    update_epochs: int = 4
+    """Passes over each rollout."""
+    clip_coef: float = 0.2
+    """Surrogate clipping range epsilon: the ratio is clipped to ``[1 - eps, 1 + eps]``."""
+    clip_vloss: bool = False
+    """Clip the value update around the old value estimate with the same epsilon."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch."""
+    target_kl: float | None = None
+    """Stop the epoch loop early when the approximate KL exceeds this (None: never)."""
+    normalize_obs: bool = False
+    """Normalise observations with running statistics (saved in checkpoints)."""
+    normalize_reward: bool = False
+    """Scale rewards by the running std of the discounted return."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of actor and critic."""
+    activation: str = "tanh"
+    """Hidden activation (tanh, relu, elu, silu)."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+
+
+@register_algo
+class PPO(Agent):
+    """Proximal policy optimisation (Schulman et al. 2017) for Discrete and Box action spaces."""
+
+    name: ClassVar[str] = "ppo"
+    Config: ClassVar[type[AgentConfig]] = PPOConfig
+    on_policy: ClassVar[bool] = True
+    config: PPOConfig
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box | gym.spaces.Discrete,
+        config: PPOConfig,
+        num_envs: int,
+        device: torch.device,
+    ) -> None:
+        super().__init__(observation_space, action_space, config, num_envs, device)
+        c = config
+        self.actor = mlp(self.obs_dim, c.hidden_sizes, self.action_dim, c.activation, out_gain=0.01).to(device)
+        self.critic = mlp(self.obs_dim, c.hidden_sizes, 1, c.activation, out_gain=1.0).to(device)
+        self.log_std_holder = nn.ParameterDict(
+            {"log_std": torch.full((self.action_dim,), c.init_log_std, device=device)}
+        )
+        self.log_std = self.log_std_holder["log_std"]
+        params = [*self.actor.parameters(), *self.critic.parameters()]
+        if not self.discrete:
+            params.append(self.log_std)
+        self.optimizer = torch.optim.Adam(params, lr=c.learning_rate, eps=1e-5)
+        self.obs_rms = RunningMeanStd((self.obs_dim,)).to(device)
+        self.reward_scaler = RewardScaler(num_envs, c.gamma).to(device)
+        self.generator = torch.Generator(device=device)
+        self.lr_fraction = 1.0  # set by the pod when anneal_lr is on
+
+    # ----------------------------------------------------------------- policy
+    def _norm(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.obs_rms.normalize(obs) if self.config.normalize_obs else obs
+
+    def _log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of ``actions`` and entropy of the policy at ``obs`` (both ``[B]``)."""
+        out = self.actor(obs)
+        if self.discrete:
+            logp_all = torch.log_softmax(out, dim=-1)
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            return logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1), entropy
+        std = self.log_std.exp()
+        logp = (-0.5 * ((actions - out) / std).square() - self.log_std - _LOG_SQRT_2PI).sum(-1)
+        entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
+        return logp, entropy
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        obs = self._norm(obs)
+        if deterministic:
+            out = self.actor(obs)
+            return out.argmax(-1) if self.discrete else self._to_env(out)
+        return self._to_env(self._sample(obs)[0]) if not self.discrete else self._sample(obs)[0]
+
+    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample actions (policy units) and their log-probabilities for normalised ``obs``."""
+        out = self.actor(obs)
+        if self.discrete:
+            logp_all = torch.log_softmax(out, dim=-1)
+            u = torch.rand(out.shape, device=out.device, generator=self.generator)
+            actions = (logp_all - torch.log(-torch.log(u))).argmax(-1)  # Gumbel-max sampling
+            return actions, logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        std = self.log_std.exp()
+        noise = torch.randn(out.shape, device=out.device, generator=self.generator)
+        actions = out + std * noise
+        logp = (-0.5 * noise.square() - self.log_std - _LOG_SQRT_2PI).sum(-1)
+        return actions, logp
+
+    def _to_env(self, actions: torch.Tensor) -> torch.Tensor:
+        """Policy units -> env bounds, clipped."""
+        low, high = self.action_bias - self.action_scale, self.action_bias + self.action_scale
+        return torch.clamp(self.scale_action(actions), low, high)
+
+    # ----------------------------------------------------------------- worker side
+    @property
+    def rollout_steps(self) -> int:
+        return self.config.num_steps
+
+    def make_buffer(self) -> RolloutBuffer:
+        shape, dtype = ((), torch.long) if self.discrete else ((self.action_dim,), torch.float32)
+        return RolloutBuffer(self.config.num_steps, self.num_envs, self.obs_dim, shape, dtype, self.device)
+
+    @torch.no_grad()
+    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        if self.config.normalize_obs:
+            self.obs_rms.update(obs)
+        nobs = self._norm(obs)
+        actions, logp = self._sample(nobs)
+        value = self.critic(nobs).squeeze(-1)
+        env_actions = actions if self.discrete else self._to_env(actions)
+        return env_actions, {"policy_actions": actions, "logprob": logp, "value": value, "nobs": nobs}
+
+    @torch.no_grad()
+    def record(
+        self,
+        buffer: RolloutBuffer,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        extras: dict[str, torch.Tensor],
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        final_obs: torch.Tensor,
+    ) -> None:
+        done = terminated | truncated
+        if self.config.normalize_reward:
+            reward = self.reward_scaler.scale(reward, done)
+        if bool(truncated.any()):  # bootstrap cut-off episodes from the value of their last observation
+            final_value = self.critic(self._norm(final_obs)).squeeze(-1)
+            reward = torch.where(truncated, reward + self.config.gamma * final_value, reward)
+        buffer.add(extras["nobs"], extras["policy_actions"], extras["logprob"], extras["value"], reward, done.float())
+
+    # ----------------------------------------------------------------- learner side
+    def learn(self, buffer: RolloutBuffer, next_obs: torch.Tensor) -> dict[str, float]:
+        c = self.config
+        with torch.no_grad():
+            buffer.compute_gae(self.critic(self._norm(next_obs)).squeeze(-1), c.gamma, c.gae_lambda)
+        for group in self.optimizer.param_groups:
+            group["lr"] = c.learning_rate * self.lr_fraction
+        data = buffer.flat()
+        n = data["obs"].shape[0]
+        size = max(1, n // c.num_minibatches)
+        stats: list[dict[str, torch.Tensor]] = []
+        for _ in range(c.update_epochs):
+            perm = torch.randperm(n, device=self.device, generator=self.generator)
+            for start in range(0, n - size + 1, size):
+                idx = perm[start : start + size]
+                stats.append(self.update({k: v[idx] for k, v in data.items()}))
+            if c.target_kl is not None and float(stats[-1]["approx_kl"]) > c.target_kl:
+                break
+        buffer.reset()
+        keys = stats[0].keys()
+        means = torch.stack([torch.stack([s[k] for s in stats]).mean() for k in keys]).tolist()  # one host sync
+        out = dict(zip(keys, means, strict=True))
+        var_y = data["returns"].var()
+        out["explained_variance"] = float(1 - (data["returns"] - data["values"]).var() / var_y) if var_y > 0 else 0.0
+        return out
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        c = self.config
+        new_logp, entropy = self._log_prob_entropy(batch["obs"], batch["actions"])
+        log_ratio = new_logp - batch["logprobs"]
+        ratio = log_ratio.exp()
+        adv = batch["advantages"]
+        if c.norm_adv and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        # clipped surrogate objective (as a loss to minimise)
+        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - c.clip_coef, 1 + c.clip_coef)).mean()
+        value = self.critic(batch["obs"]).squeeze(-1)
+        if c.clip_vloss:
+            clipped = batch["values"] + (value - batch["values"]).clamp(-c.clip_coef, c.clip_coef)
+            v_loss = 0.5 * torch.max((value - batch["returns"]).square(), (clipped - batch["returns"]).square()).mean()
+        else:
+            v_loss = 0.5 * (value - batch["returns"]).square().mean()
+        entropy_mean = entropy.mean()
+        loss = pg_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], c.max_grad_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - log_ratio).mean()
+            clipfrac = ((ratio - 1).abs() > c.clip_coef).float().mean()
+        return {
+            "loss/policy": pg_loss.detach(),
+            "loss/value": v_loss.detach(),
+            "loss/entropy": entropy_mean.detach(),
+            "approx_kl": approx_kl,
+            "clipfrac": clipfrac,
+        }
+
+    # ----------------------------------------------------------------- persistence
+    def modules(self) -> dict[str, nn.Module]:
+        return {
+            "actor": self.actor,
+            "critic": self.critic,
+            "obs_rms": self.obs_rms,
+            "reward_scaler": self.reward_scaler,
+        }
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"optimizer": self.optimizer}

@@ -1,0 +1,132 @@
+"""The Python API: ``podium.train(...)`` and ``podium.load(...)`` (same names as the CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import ValidationError
+
+from podium.config import ConfigError, PodSpec, load_yaml, validation_message
+from podium.pod import Evaluator, Pod, PodReport, build_agent
+from podium.store import CheckpointError, load_checkpoint
+
+__all__ = ["Policy", "load", "make_spec", "train"]
+
+
+def make_spec(config: str | Path | None = None, **fields: Any) -> PodSpec:
+    """Build a :class:`PodSpec` from an optional YAML file plus keyword overrides (None = not given).
+
+    Raises:
+        ConfigError: unknown field, wrong type, or invalid value — the message names the field.
+    """
+    data: dict[str, Any] = load_yaml(config) if config is not None else {}
+    hparams = {**data.pop("hparams", {}), **(fields.pop("hparams", None) or {})}
+    data.update({k: v for k, v in fields.items() if v is not None})
+    if hparams:
+        data["hparams"] = hparams
+    try:
+        return PodSpec(**data)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, str(config) if config else "pod spec")) from None
+
+
+def train(
+    env: str | None = None,
+    algo: str | None = None,
+    *,
+    config: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    resume: str | Path | None = None,
+    progress: bool = False,
+    **fields: Any,
+) -> PodReport:
+    """Train one pod and return its :class:`~podium.pod.PodReport`.
+
+    Args:
+        env: environment id (e.g. ``"Pendulum-v1"``).
+        algo: algorithm name (``ppo``, ``sac``, ``td3``, ``ddpg``, ``dqn``).
+        config: optional YAML file with :class:`~podium.config.PodSpec` fields; keyword arguments override it.
+        run_dir: output directory.
+        resume: continue the run in this directory from its last checkpoint (other fields may extend the budget).
+        progress: show a progress bar.
+        **fields: any other :class:`~podium.config.PodSpec` field: ``steps``, ``seconds``, ``target``,
+            ``num_envs``, ``seed``, ``device``, ``hparams={...}``, ...
+
+    Example:
+        >>> report = podium.train("CartPole-v1", "ppo", target=475, seconds=60)
+        >>> report.score_mean, report.time_to_target
+    """
+    if resume is not None:
+        budget = {k: fields.get(k) for k in ("steps", "seconds", "target")}
+        return Pod.resume(resume, progress=progress, **budget).run()
+    spec = make_spec(config, env=env, algo=algo, **fields)
+    return Pod(spec, run_dir=run_dir, progress=progress).run()
+
+
+class Policy:
+    """A trained agent for deployment: ``policy.act(obs)`` works on single or batched observations,
+    numpy (e.g. from a gymnasium env; returns numpy) or torch (returns torch)."""
+
+    def __init__(self, agent: Any, spec: PodSpec, path: Path) -> None:
+        self.agent, self.spec, self.path = agent, spec, path
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> Any:
+        is_numpy = not isinstance(obs, torch.Tensor)
+        x = torch.as_tensor(np.asarray(obs, dtype=np.float32) if is_numpy else obs, device=self.agent.device)
+        single = x.dim() == 1
+        out = self.agent.act(x.unsqueeze(0) if single else x.float(), deterministic=deterministic)
+        out = out[0] if single else out
+        if not is_numpy:
+            return out
+        arr = out.cpu().numpy()
+        return int(arr) if single and self.agent.discrete else arr
+
+    def evaluate(self, episodes: int = 32, seed: int = 0, env: str | None = None) -> tuple[float, float]:
+        """Mean and std of the return over ``episodes`` parallel episodes (deterministic policy)."""
+        from podium.envs import make
+
+        spec = self.spec
+        eval_env = make(env or spec.env, num_envs=episodes, device=self.agent.device, **spec.env_kwargs)
+        result = Evaluator(eval_env, seed=seed).evaluate(self.agent)
+        return result.mean, result.std
+
+    def __repr__(self) -> str:
+        return f"Policy({self.agent.name} on {self.spec.env}, from {self.path})"
+
+
+def _resolve_checkpoint(path: str | Path) -> Path:
+    path = Path(path)
+    if path.is_dir():
+        for name in ("best.pt", "last.pt"):
+            if (path / "checkpoints" / name).is_file():
+                return path / "checkpoints" / name
+        raise CheckpointError(
+            f"{path} has no checkpoints/best.pt or checkpoints/last.pt; is it a podium run directory?"
+        )
+    return path
+
+
+def load(path: str | Path, device: str = "cpu") -> Policy:
+    """Load a trained policy from a run directory (its best snapshot) or a checkpoint file.
+
+    Raises:
+        CheckpointError: missing, corrupt or foreign file.
+    """
+    ckpt = _resolve_checkpoint(path)
+    payload = load_checkpoint(ckpt, map_location=device)
+    try:
+        spec = PodSpec(**{**payload["spec"], "device": device})
+    except (KeyError, ValidationError) as exc:
+        raise CheckpointError(f"{ckpt} has no valid pod spec: {exc}") from exc
+    from podium.envs import make
+
+    probe = make(spec.env, num_envs=1, device=device, **spec.env_kwargs)
+    agent = build_agent(spec, probe.single_observation_space, probe.single_action_space, 1, probe.device)
+    probe.close()
+    if payload.get("algo") != agent.name:
+        raise CheckpointError(f"{ckpt} holds a {payload.get('algo')!r} agent, but its spec says {agent.name!r}")
+    agent.load_state_dict(payload["agent"])
+    return Policy(agent, spec, ckpt)

@@ -1,0 +1,108 @@
+"""Typed configuration: the pod spec (what one training run is) and YAML loading with clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = ["ConfigError", "PodSpec", "load_yaml", "validation_message"]
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid; the message names the field and the fix."""
+
+
+def validation_message(exc: ValidationError, where: str) -> str:
+    """Turn a pydantic error into one line per bad field: ``where: field.path: problem (got value)``."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; see the documented fields)"
+        got = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and "input" in err else ""
+        lines.append(f"{where}: {loc}: {msg}{got}")
+    return "\n".join(lines)
+
+
+class PodSpec(BaseModel):
+    """Everything that defines one pod (one agent's training run).
+
+    The algorithm's hyperparameters go in ``hparams`` and are validated against that algorithm's
+    config class (e.g. :class:`podium.algos.ppo.PPOConfig`) when the pod is built.
+    """
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    env: str = "CartPole-v1"
+    """Environment id: podium tensor-native (``podium envs``) or any gymnasium id."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword arguments for the environment's constructor."""
+    algo: str = "ppo"
+    """Algorithm name (ppo, sac, td3, ddpg, dqn)."""
+    hparams: dict[str, Any] = Field(default_factory=dict)
+    """Algorithm hyperparameters; unset ones take the algorithm's documented defaults."""
+    num_envs: int | None = Field(default=None, gt=0)
+    """Training sub-environments (default: the algorithm's ``default_num_envs``)."""
+    native_env: bool = True
+    """Use podium's tensor-native env when one exists; False runs gymnasium's env via the adapter."""
+    device: str = "cpu"
+    """Torch device for envs and networks: cpu, cuda, cuda:N, mps."""
+    seed: int = 0
+    """Random seed (env, networks, exploration)."""
+    steps: int | None = Field(default=None, gt=0)
+    """Budget in env steps (all sub-envs together). At least one of steps/seconds/target must be set."""
+    seconds: float | None = Field(default=None, gt=0)
+    """Budget in wall-clock seconds."""
+    target: float | None = None
+    """Stop as soon as the evaluation mean reaches this score."""
+    eval_episodes: int = Field(default=32, gt=0)
+    """Episodes per evaluation, run in parallel."""
+    eval_every: int = Field(default=5_000, gt=0)
+    """Evaluate after every this many env steps (at the end of the learning phase that crosses it)."""
+    eval_deterministic: bool = True
+    """Evaluate the deterministic policy."""
+    checkpoint_every: float = Field(default=30.0, ge=0)
+    """Seconds between periodic checkpoints (``last.pt``); 0 = after every learning phase."""
+    init_checkpoint: str | None = None
+    """Start from this checkpoint's networks (e.g. a leaderboard entry); counters start at zero."""
+    torch_threads: int | None = Field(default=None, gt=0)
+    """Intra-op threads for torch (default: leave torch's setting)."""
+    tensorboard: bool = True
+    """Write TensorBoard scalars to ``RUN_DIR/tb``."""
+
+    @field_validator("algo")
+    @classmethod
+    def _known_algo(cls, value: str) -> str:
+        from podium.algos import get_algo
+
+        try:
+            get_algo(value)
+        except KeyError as exc:
+            raise ValueError(exc.args[0]) from None
+        return value.lower()
+
+    @model_validator(mode="after")
+    def _has_budget(self) -> PodSpec:
+        if self.steps is None and self.seconds is None and self.target is None:
+            raise ValueError("set at least one of steps, seconds or target, or the pod would train forever")
+        return self
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping; raise :class:`ConfigError` naming the file for syntax errors or non-mappings."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of field: value at the top level, got {type(data).__name__}")
+    return data

@@ -1,0 +1,105 @@
+"""Run logging: TensorBoard scalars, a CSV of the same scalars, the learning curve (CSV + PNG)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CurveWriter", "ScalarLogger", "plot_curve"]
+
+CURVE_FIELDS = ["step", "wall_time", "eval_mean", "eval_std", "eval_episodes", "best_mean"]
+
+
+class ScalarLogger:
+    """Writes scalars to TensorBoard (``tb/``) and to ``metrics.csv`` with conventional names
+    (``charts/episodic_return``, ``charts/SPS``, ``loss/policy`` ...)."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+        self.path = run_dir / "metrics.csv"
+        self._writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(run_dir / "tb"))
+        self._file = self.path.open("a", newline="")
+        self._csv = csv.writer(self._file)
+        if self.path.stat().st_size == 0:
+            self._csv.writerow(["step", "name", "value"])
+
+    def log(self, step: int, scalars: dict[str, float]) -> None:
+        for name, value in scalars.items():
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            self._csv.writerow([step, name, f"{float(value):.6g}"])
+            if self._writer is not None:
+                self._writer.add_scalar(name, float(value), step)
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._file.close()
+
+
+class CurveWriter:
+    """The learning curve: one row per evaluation (score vs env steps and vs wall-clock seconds)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows: list[dict[str, Any]] = []
+        if path.exists():
+            with path.open() as f:
+                self.rows = [
+                    {k: (float(v) if k != "step" else int(v)) for k, v in row.items()} for row in csv.DictReader(f)
+                ]
+
+    def truncate_after(self, step: int) -> None:
+        """Drop rows past ``step`` (rows written after the checkpoint we resume from)."""
+        self.rows = [r for r in self.rows if r["step"] <= step]
+        self._write_all()
+
+    def append(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        self._write_all()
+
+    def _write_all(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=CURVE_FIELDS)
+            writer.writeheader()
+            writer.writerows(self.rows)
+        tmp.replace(self.path)
+
+
+def plot_curve(rows: list[dict[str, Any]], path: Path, title: str, target: float | None = None) -> None:
+    """Draw evaluation mean ± std against env steps and against wall-clock seconds into ``path`` (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), constrained_layout=True)
+    mean = [r["eval_mean"] for r in rows]
+    std = [r["eval_std"] for r in rows]
+    for ax, key, label in ((axes[0], "step", "env steps"), (axes[1], "wall_time", "wall-clock seconds")):
+        x = [r[key] for r in rows]
+        ax.plot(x, mean, marker="o", markersize=3)
+        ax.fill_between(
+            x,
+            [m - s for m, s in zip(mean, std, strict=True)],
+            [m + s for m, s in zip(mean, std, strict=True)],
+            alpha=0.25,
+        )
+        if target is not None:
+            ax.axhline(target, color="grey", linestyle="--", linewidth=1, label=f"target {target:g}")
+            ax.legend(loc="lower right")
+        ax.set_xlabel(label)
+        ax.set_ylabel("evaluation return")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,62 @@
+"""Checkpoints: written atomically, read without unpickling arbitrary objects.
+
+A checkpoint is one file holding plain containers of tensors and numbers (``torch.save``), read
+back with ``torch.load(weights_only=True)``, so a checkpoint from the internet cannot run code.
+Writes go to a temporary file in the same directory, are flushed to disk, then renamed over the
+target: a process killed mid-write leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "load_checkpoint", "save_checkpoint"]
+
+CHECKPOINT_FORMAT = "podium-checkpoint/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, corrupt, or not a podium checkpoint."""
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
+    """Atomically write ``payload`` (nested dicts/lists of tensors, numbers, strings) to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": CHECKPOINT_FORMAT, **payload}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    Raises:
+        CheckpointError: the file does not exist, is truncated/corrupt, or is not a podium checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises many types for damaged files
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or not a podium checkpoint ({type(exc).__name__}: {exc}). "
+            "If a run was killed while writing, use the other checkpoint in the same folder (best.pt / last.pt)."
+        ) from exc
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path} is not a podium checkpoint (format {payload.get('format')!r})")
+    return payload
