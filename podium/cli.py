@@ -98,6 +98,91 @@ def demo_command(
     console.print(table)
 
 
+def _parse_hparams(items: list[str]) -> dict[str, object]:
+    """``--hparam key=value`` pairs; values are parsed as YAML scalars (numbers, booleans, lists)."""
+    import yaml
+
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _fail(f"--hparam expects key=value, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+@app.command("train")
+def train_command(
+    env: Annotated[str | None, typer.Option(help="environment id, e.g. Pendulum-v1")] = None,
+    algo: Annotated[str | None, typer.Option(help="ppo, sac, td3, ddpg, dqn, d3qn")] = None,
+    num_envs: Annotated[int | None, typer.Option("--num-envs", help="training sub-environments")] = None,
+    steps: Annotated[int | None, typer.Option(help="budget in env steps")] = None,
+    seconds: Annotated[float | None, typer.Option(help="budget in wall-clock seconds")] = None,
+    target: Annotated[float | None, typer.Option(help="stop when the evaluation mean reaches this")] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:N, mps")] = None,
+    seed: Annotated[int | None, typer.Option(help="random seed")] = None,
+    config: Annotated[str | None, typer.Option(help="YAML file of pod-spec fields")] = None,
+    run_dir: Annotated[str | None, typer.Option("--run-dir", help="output directory")] = None,
+    resume: Annotated[str | None, typer.Option(help="continue the run in this directory")] = None,
+    hparam: Annotated[list[str] | None, typer.Option(help="algorithm hyperparameter key=value (repeatable)")] = None,
+    eval_every: Annotated[int | None, typer.Option("--eval-every", help="env steps between evaluations")] = None,
+    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+) -> None:
+    """Train one agent (a pod) and print its report."""
+    from podium.api import train
+    from podium.config import ConfigError
+    from podium.pod import TrainingDivergedError
+    from podium.store import CheckpointError
+
+    if resume is None and env is None and config is None:
+        raise _fail("give --env (and --algo), a --config file, or --resume RUN_DIR")
+    fields = {
+        "num_envs": num_envs,
+        "steps": steps,
+        "seconds": seconds,
+        "target": target,
+        "device": device,
+        "seed": seed,
+        "eval_every": eval_every,
+        "hparams": _parse_hparams(hparam or []) or None,
+    }
+    try:
+        report = train(env, algo, config=config, run_dir=run_dir, resume=resume, progress=progress, **fields)
+    except (ConfigError, CheckpointError, KeyError, ValueError) as exc:
+        raise _fail(str(exc.args[0] if exc.args else exc)) from exc
+    except TrainingDivergedError as exc:
+        raise _fail(str(exc)) from exc
+    table = Table(title=f"pod report — {report.run_dir}", show_header=False)
+    table.add_row("best evaluation", f"{report.score_mean:.2f} ± {report.score_std:.2f}")
+    table.add_row("final evaluation", f"{report.last_mean:.2f} ± {report.last_std:.2f}")
+    table.add_row("env steps", f"{report.steps:,}")
+    table.add_row("wall time", f"{report.wall_time:.1f} s")
+    if report.time_to_target is not None:
+        table.add_row("reached target", f"after {report.time_to_target:.1f} s, {report.steps_to_target:,} steps")
+    table.add_row("stopped by", report.stop_reason)
+    table.add_row("best checkpoint", report.checkpoint)
+    console.print(table)
+
+
+@app.command("eval")
+def eval_command(
+    path: Annotated[str, typer.Argument(help="run directory (uses its best checkpoint) or checkpoint file")],
+    episodes: Annotated[int, typer.Option(help="evaluation episodes, run in parallel")] = 32,
+    seed: Annotated[int, typer.Option(help="evaluation seed")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps")] = "cpu",
+) -> None:
+    """Evaluate a trained policy: mean and std of the return over N episodes."""
+    from podium.api import load
+    from podium.store import CheckpointError
+
+    try:
+        policy = load(path, device=device)
+        mean, std = policy.evaluate(episodes=episodes, seed=seed)
+    except (CheckpointError, ValueError, KeyError) as exc:
+        raise _fail(str(exc.args[0] if exc.args else exc)) from exc
+    console.print(f"{policy}: [bold]{mean:.2f} ± {std:.2f}[/] over {episodes} episodes")
+
+
 def main() -> None:
     app()
 

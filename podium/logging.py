@@ -52,7 +52,8 @@ class CurveWriter:
         if path.exists():
             with path.open() as f:
                 self.rows = [
-                    {k: (float(v) if k != "step" else int(v)) for k, v in row.items()} for row in csv.DictReader(f)
+                    {k: (int(v) if k in ("step", "eval_episodes") else float(v)) for k, v in row.items()}
+                    for row in csv.DictReader(f)
                 ]
 
     def truncate_after(self, step: int) -> None:

@@ -191,7 +191,7 @@ def register_algo(cls: type[Agent]) -> type[Agent]:
     return cls
 
 
-_BUILTIN = ("ppo",)
+_BUILTIN = ("ppo", "sac")
 
 
 def _load_builtin() -> None:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["EnsembleMLP", "activation", "mlp", "orthogonal_init"]
+__all__ = ["EnsembleMLP", "activation", "adam", "mlp", "orthogonal_init", "squashed_gaussian"]
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_LOG_2 = math.log(2.0)
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "silu": nn.SiLU}
 
@@ -90,3 +94,30 @@ class EnsembleMLP(nn.Module):
             if i < len(self.layers) - 1:
                 x = self.act(x)
         return x
+
+
+def adam(params: Iterable[nn.Parameter] | list[dict[str, Any]], lr: float, device: torch.device) -> torch.optim.Adam:
+    """Adam with the fused kernel where PyTorch has one (CPU, CUDA): a third of the per-step cost of the
+    default loop for the small networks of off-policy agents, which take one optimiser step per env step."""
+    return torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
+
+
+def squashed_gaussian(
+    mean: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reparameterised sample ``a = tanh(mean + std * noise)`` and its log-density ``log p(a)``.
+
+    With ``u = mean + std * noise`` (``noise ~ N(0, I)``), ``log p(a) = log N(u) - sum log(1 - tanh(u)^2)``;
+    the Jacobian term is computed as ``2 (log 2 - u - softplus(-2u))``, which stays finite where
+    ``tanh(u)`` rounds to +-1.
+
+    Args:
+        mean, log_std, noise: ``[B, A]``.
+
+    Returns:
+        ``(actions [B, A] in (-1, 1), log_prob [B])``; gradients flow into ``mean`` and ``log_std``.
+    """
+    u = mean + log_std.exp() * noise
+    log_prob = -0.5 * noise.square() - log_std - _LOG_SQRT_2PI
+    log_det = 2.0 * (_LOG_2 - u - nn.functional.softplus(-2.0 * u))
+    return torch.tanh(u), (log_prob - log_det).sum(-1)

@@ -241,7 +241,7 @@ class Pod:
                 if stop is not None or spec.checkpoint_every == 0 or now - last_ckpt >= spec.checkpoint_every:
                     self.save("last")
                     last_ckpt = now
-            if last_eval is None or stop != "target":  # always end with a fresh evaluation
+            if curve.rows == [] or curve.rows[-1]["step"] != self.steps:  # end with an evaluation of the final policy
                 last_eval = evaluator.evaluate(agent)
                 self.wall_time = base_wall + time.perf_counter() - start
                 self._record_eval(last_eval, curve, logger)
@@ -256,8 +256,8 @@ class Pod:
         return PodReport(
             score_mean=self.best_mean,
             score_std=self.best_std,
-            last_mean=last_eval.mean,
-            last_std=last_eval.std,
+            last_mean=last_eval.mean if last_eval else curve.rows[-1]["eval_mean"],
+            last_std=last_eval.std if last_eval else curve.rows[-1]["eval_std"],
             steps=self.steps,
             wall_time=self.wall_time,
             reached_target=spec.target is not None and self.best_mean >= spec.target,

@@ -46,7 +46,7 @@ class CartPoleVecEnv(TensorVecEnv):
         validate_actions: bool = True,
         compile: bool = False,
     ) -> None:
-        inf = np.finfo(np.float32).max
+        inf = np.inf
         high = np.array([self.x_threshold * 2, inf, self.theta_threshold * 2, inf], dtype=np.float32)
         super().__init__(
             num_envs,

@@ -1,0 +1,225 @@
+"""The pod: worker -> learner -> evaluator, checkpoints, resume after SIGKILL, logging, bad input."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import podium
+from podium.algos import get_algo
+from podium.config import ConfigError, PodSpec
+from podium.pod import Pod, TrainingDivergedError, average_agents, build_agent
+from podium.store import CheckpointError, load_checkpoint, save_checkpoint
+
+FAST = {"tensorboard": False, "eval_episodes": 8}
+
+
+def _curve(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "curve.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_ppo_solves_cartpole_and_writes_its_outputs(tmp_path):
+    report = podium.train(
+        "CartPole-v1", "ppo", target=475, seconds=120, eval_every=2500, run_dir=tmp_path, seed=0, tensorboard=True
+    )
+    assert report.reached_target and report.score_mean >= 475
+    assert report.stop_reason == "target" and report.time_to_target is not None
+    for name in ["spec.yaml", "curve.csv", "curve.png", "metrics.csv", "checkpoints/best.pt", "checkpoints/last.pt"]:
+        assert (tmp_path / name).is_file(), name
+    assert any((tmp_path / "tb").iterdir())
+    rows = _curve(tmp_path)
+    steps = [int(r["step"]) for r in rows]
+    assert steps == sorted(steps) and float(rows[-1]["eval_mean"]) >= 475
+    names = {row[1] for row in csv.reader((tmp_path / "metrics.csv").open())}
+    assert {"charts/SPS", "charts/episodic_return", "loss/policy", "loss/value", "eval/mean_return"} <= names
+    # the saved policy is as good when loaded again, and works on gymnasium's own env
+    policy = podium.load(tmp_path)
+    mean, _ = policy.evaluate(episodes=8)
+    assert mean >= 475
+
+
+def test_ppo_continuous_with_normalisation_runs_and_stays_in_bounds(tmp_path):
+    hp = {"normalize_obs": True, "normalize_reward": True, "clip_vloss": True, "anneal_lr": True}
+    report = podium.train("Pendulum-v1", "ppo", steps=3000, run_dir=tmp_path, hparams=hp, **FAST)
+    assert report.steps >= 3000 and math.isfinite(report.last_mean)
+    policy = podium.load(tmp_path)
+    actions = policy.act(torch.randn(64, 3) * 5)
+    assert actions.shape == (64, 1) and actions.abs().max() <= 2.0
+
+
+def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=1024, **FAST)
+    pod = Pod(spec, tmp_path)
+    pod.run()
+    payload = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    fresh = build_agent(spec, pod.env.single_observation_space, pod.env.single_action_space, 4, torch.device("cpu"))
+    fresh.load_state_dict(payload["agent"])
+    obs = torch.randn(32, 3)
+    assert torch.equal(fresh.act(obs), pod.agent.act(obs))
+    assert payload["counters"]["steps"] == pod.steps
+
+
+def test_corrupt_and_foreign_checkpoints_are_refused(tmp_path):
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="corrupt"):
+        podium.load(broken)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        podium.load(tmp_path / "missing.pt")
+    podium.train("CartPole-v1", "ppo", steps=512, run_dir=tmp_path / "run", **FAST)
+    payload = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")
+    payload["algo"] = "sac"
+    save_checkpoint(tmp_path / "foreign.pt", {k: v for k, v in payload.items() if k != "format"})
+    with pytest.raises(CheckpointError, match="sac"):
+        podium.load(tmp_path / "foreign.pt")
+    # a truncated file (a writer killed mid-way without the atomic rename) is refused too
+    data = (tmp_path / "run" / "checkpoints" / "last.pt").read_bytes()
+    (tmp_path / "truncated.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError):
+        podium.load(tmp_path / "truncated.pt")
+
+
+def test_init_checkpoint_of_another_algorithm_is_refused(tmp_path):
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=tmp_path / "a", **FAST)
+    payload = load_checkpoint(tmp_path / "a" / "checkpoints" / "last.pt")
+    payload["algo"] = "td3"
+    save_checkpoint(tmp_path / "td3.pt", {k: v for k, v in payload.items() if k != "format"})
+    with pytest.raises(CheckpointError, match="td3"):
+        Pod(PodSpec(env="Pendulum-v1", algo="ppo", steps=10, init_checkpoint=str(tmp_path / "td3.pt")))
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"env": "CartPole-v1", "algo": "ppo", "stepz": 10}, "stepz: unknown field"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": "many"}, "steps"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": -5}, "steps"),
+        ({"env": "CartPole-v1", "algo": "pop", "steps": 10}, "ppo"),
+        ({"env": "CartPole-v1", "algo": "ppo"}, "steps, seconds or target"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"gama": 0.9}}, "gama: unknown field"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"gamma": "high"}}, "gamma"),
+    ],
+)
+def test_bad_configs_name_the_field(tmp_path, fields, match):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(fields))
+    with pytest.raises(ConfigError, match=match):
+        podium.train(config=path, run_dir=tmp_path / "out")
+
+
+def test_unknown_env_in_train_suggests_a_close_match(tmp_path):
+    with pytest.raises(KeyError, match="Pendulum-v1"):
+        podium.train("Pendulum-v2x", "ppo", steps=10, run_dir=tmp_path)
+
+
+def test_yaml_that_is_not_a_mapping(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("- just\n- a list\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        podium.train(config=path)
+
+
+def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=50_000, checkpoint_every=0, **FAST)
+    pod = Pod(spec, tmp_path)
+    real_learn = pod.agent.learn
+    calls = {"n": 0}
+
+    def learn(buffer, next_obs):
+        calls["n"] += 1
+        out = real_learn(buffer, next_obs)
+        if calls["n"] == 3:
+            out["loss/value"] = float("nan")
+        return out
+
+    monkeypatch.setattr(pod.agent, "learn", learn)
+    with pytest.raises(TrainingDivergedError, match=r"loss/value became nan at step 1536"):
+        pod.run()
+    payload = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    assert payload["counters"]["steps"] == 1024  # the last good state, intact and loadable
+    assert all(torch.isfinite(v).all() for v in payload["agent"]["module.actor"].values())
+
+
+def test_killed_training_resumes_without_losing_steps(tmp_path):
+    config = tmp_path / "run.yaml"
+    spec = {"env": "CartPole-v1", "algo": "ppo", "steps": 400_000, "eval_every": 1024, "checkpoint_every": 0, **FAST}
+    config.write_text(yaml.safe_dump(spec))
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "podium.cli",
+        "train",
+        "--config",
+        str(config),
+        "--run-dir",
+        str(run_dir),
+        "--no-progress",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if (run_dir / "curve.csv").exists() and len(_curve(run_dir)) >= 3:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("training produced no curve within 120 s")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed_at = load_checkpoint(run_dir / "checkpoints" / "last.pt")["counters"]["steps"]
+    rows_before = [r for r in _curve(run_dir) if int(r["step"]) <= killed_at]
+    target_steps = killed_at + 4096
+    report = podium.train(resume=run_dir, steps=target_steps)
+    assert report.steps >= target_steps
+    rows = _curve(run_dir)
+    steps = [int(r["step"]) for r in rows]
+    assert rows[: len(rows_before)] == rows_before  # history kept
+    assert steps == sorted(set(steps))  # no step counted twice
+    assert steps[len(rows_before)] > killed_at and steps[-1] >= target_steps  # continued, not restarted
+    assert float(rows[-1]["wall_time"]) > float(rows_before[-1]["wall_time"])
+
+
+def test_parameter_fusion_averages_networks_and_optimizer_moments():
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=10)
+    env = podium.envs.make("Pendulum-v1", num_envs=2) if hasattr(podium, "envs") else None
+    from podium.envs import make
+
+    env = make("Pendulum-v1", num_envs=2)
+    agents = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        agents.append(build_agent(spec, env.single_observation_space, env.single_action_space, 2, torch.device("cpu")))
+    for agent in agents:  # one real update each so that Adam has moments
+        batch = {
+            "obs": torch.randn(16, 3),
+            "actions": torch.randn(16, 1),
+            "logprobs": torch.randn(16),
+            "values": torch.randn(16),
+            "advantages": torch.randn(16),
+            "returns": torch.randn(16),
+        }
+        agent.update(batch)
+    w0, w1 = (a.actor[0].weight.detach().clone() for a in agents)
+    m0, m1 = (a.optimizer.state[a.actor[0].weight]["exp_avg"].clone() for a in agents)
+    average_agents(agents)
+    for agent in agents:
+        torch.testing.assert_close(agent.actor[0].weight, (w0 + w1) / 2)
+        torch.testing.assert_close(agent.optimizer.state[agent.actor[0].weight]["exp_avg"], (m0 + m1) / 2)
+
+
+def test_algorithm_registry_suggests_names():
+    with pytest.raises(KeyError, match="ppo"):
+        get_algo("ppoo")
