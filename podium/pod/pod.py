@@ -50,8 +50,10 @@ class PodReport:
         last_mean / last_std: the final evaluation.
         steps: env steps taken (all sub-envs together); ``wall_time``: seconds of training.
         reached_target: whether the best evaluation mean reached ``spec.target``.
-        time_to_target / steps_to_target: when it first did (None if never).
+        time_to_target / steps_to_target: when it first did (None if never); ``train_time_to_target``
+            is ``time_to_target`` without the time spent evaluating.
         stop_reason: "target", "steps", "seconds".
+        eval_time: seconds of ``wall_time`` spent in evaluations.
         run_dir, checkpoint (best snapshot), curve: where the outputs are.
     """
 
@@ -64,7 +66,9 @@ class PodReport:
     reached_target: bool
     time_to_target: float | None
     steps_to_target: int | None
+    train_time_to_target: float | None
     stop_reason: str
+    eval_time: float
     run_dir: str
     checkpoint: str
     curve: list[dict[str, Any]] = field(default_factory=list)
@@ -115,10 +119,11 @@ class Pod:
         )
         if hasattr(self.agent, "generator"):
             self.agent.generator.manual_seed(spec.seed)
-        self.steps, self.iterations, self.wall_time = 0, 0, 0.0
+        self.steps, self.iterations, self.wall_time, self.eval_time = 0, 0, 0.0, 0.0
         self.best_mean, self.best_std = -math.inf, math.inf
         self.time_to_target: float | None = None
         self.steps_to_target: int | None = None
+        self.train_time_to_target: float | None = None
         self._next_eval = spec.eval_every
         if spec.init_checkpoint:
             payload = load_checkpoint(spec.init_checkpoint, map_location=self.env.device)
@@ -137,10 +142,12 @@ class Pod:
         pod.agent.load_state_dict(payload["agent"])
         c = payload["counters"]
         pod.steps, pod.iterations, pod.wall_time = int(c["steps"]), int(c["iterations"]), float(c["wall_time"])
+        pod.eval_time = float(c.get("eval_time", 0.0))
         pod.best_mean, pod.best_std = float(c["best_mean"]), float(c["best_std"])
         pod._next_eval = int(c["next_eval"])
         pod.time_to_target = c.get("time_to_target")
         pod.steps_to_target = c.get("steps_to_target")
+        pod.train_time_to_target = c.get("train_time_to_target")
         return pod
 
     def _check_algo(self, payload: dict[str, Any], where: Any) -> None:
@@ -160,11 +167,13 @@ class Pod:
                 "steps": self.steps,
                 "iterations": self.iterations,
                 "wall_time": self.wall_time,
+                "eval_time": self.eval_time,
                 "best_mean": self.best_mean,
                 "best_std": self.best_std,
                 "next_eval": self._next_eval,
                 "time_to_target": self.time_to_target,
                 "steps_to_target": self.steps_to_target,
+                "train_time_to_target": self.train_time_to_target,
             },
         }
 
@@ -263,19 +272,23 @@ class Pod:
             reached_target=spec.target is not None and self.best_mean >= spec.target,
             time_to_target=self.time_to_target,
             steps_to_target=self.steps_to_target,
+            train_time_to_target=self.train_time_to_target,
             stop_reason=stop or "steps",
+            eval_time=self.eval_time,
             run_dir=str(self.run_dir),
             checkpoint=str(self.run_dir / "checkpoints" / "best.pt"),
             curve=curve.rows,
         )
 
     def _record_eval(self, result: EvalResult, curve: CurveWriter, logger: ScalarLogger) -> None:
+        self.eval_time += result.seconds
         if (result.mean, -result.std) > (self.best_mean, -self.best_std):
             self.best_mean, self.best_std = result.mean, result.std
             self.save("best")
         target = self.spec.target
         if target is not None and result.mean >= target and self.time_to_target is None:
             self.time_to_target, self.steps_to_target = self.wall_time, self.steps
+            self.train_time_to_target = self.wall_time - self.eval_time
         curve.append(
             {
                 "step": self.steps,
