@@ -21,7 +21,7 @@ from torch import nn
 
 from podium.algos.base import Agent, AgentConfig, register_algo
 from podium.algos.buffers import RolloutBuffer
-from podium.algos.networks import mlp
+from podium.algos.networks import adam, mlp
 from podium.algos.normalization import RewardScaler, RunningMeanStd
 
 __all__ = ["PPO", "PPOConfig"]
@@ -100,7 +100,7 @@ class PPO(Agent):
         params = [*self.actor.parameters(), *self.critic.parameters()]
         if not self.discrete:
             params.append(self.log_std)
-        self.optimizer = torch.optim.Adam(params, lr=c.learning_rate, eps=1e-5)
+        self.optimizer = adam(params, c.learning_rate, device, eps=1e-5)
         self.obs_rms = RunningMeanStd((self.obs_dim,)).to(device)
         self.reward_scaler = RewardScaler(num_envs, c.gamma).to(device)
         self.generator = torch.Generator(device=device)
@@ -235,7 +235,7 @@ class PPO(Agent):
         loss = pg_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], c.max_grad_norm)
+        nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], c.max_grad_norm, foreach=True)
         self.optimizer.step()
         with torch.no_grad():
             approx_kl = ((ratio - 1) - log_ratio).mean()
