@@ -30,6 +30,11 @@ register(
     f"{_CLASSIC}.mountain_car:MountainCarContinuousVecEnv",
     description="drive up a hill with a continuous throttle (Box(1))",
 )
+register(
+    "StockTrading-v0",
+    "podium.finance.env:StockTradingVecEnv",
+    description="trade the 29 Dow stocks, $1M, 0.2% costs (Box(29); shipped data, 2009-2015 by default)",
+)
 
 
 def __getattr__(name: str):  # lazy: the adapter pulls in gymnasium's vector machinery

@@ -209,6 +209,7 @@ class TensorVecEnv(VecEnv):
             self._advance = torch.compile(self._advance_eager, dynamic=False, fullgraph=True)
         self.episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self._all_true = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
 
     # ----------------------------------------------------------------- hooks for subclasses
     @abstractmethod
@@ -227,6 +228,11 @@ class TensorVecEnv(VecEnv):
     @abstractmethod
     def _observe(self, state: State) -> torch.Tensor:
         """Observation batch ``[N, *obs_shape]`` of ``state``. Pure."""
+
+    def _step_info(self, state: State) -> dict[str, torch.Tensor]:
+        """Optional extra ``info`` entries (each ``[N, ...]``) computed from the state right after
+        :meth:`_dynamics`, before auto-reset replaces finished sub-envs. Pure. Default: none."""
+        return {}
 
     # ----------------------------------------------------------------- gymnasium API
     def reset(
@@ -265,7 +271,7 @@ class TensorVecEnv(VecEnv):
         if self._needs_reset:
             raise RuntimeError(f"{type(self).__name__}.step() called before reset(); call env.reset(seed=...) first")
         actions = self._check_actions(actions)
-        state, reward, terminated, truncated, done, final_obs, ep_return, ep_length = self._advance(
+        state, reward, terminated, truncated, done, final_obs, ep_return, ep_length, extra = self._advance(
             self.state, actions, self.episode_return, self.episode_length
         )
         if self.device.type == "cpu":
@@ -296,6 +302,9 @@ class TensorVecEnv(VecEnv):
             "episode_length": ep_length,
             "_episode_length": done,
         }
+        for key, value in extra.items():
+            info[key] = value
+            info[f"_{key}"] = self._all_true
         return obs, reward, terminated, truncated, info
 
     # ----------------------------------------------------------------- internals
@@ -312,7 +321,8 @@ class TensorVecEnv(VecEnv):
             truncated = (ep_length >= self.max_episode_steps) > terminated  # limit reached, not terminated
             done = terminated | truncated
         final_obs = self._as_obs(self._observe(state))
-        return state, reward, terminated, truncated, done, final_obs, ep_return, ep_length
+        extra = self._step_info(state)
+        return state, reward, terminated, truncated, done, final_obs, ep_return, ep_length, extra
 
     def _uniform(self, shape: tuple[int, ...], low: float, high: float) -> torch.Tensor:
         """Uniform samples in ``[low, high)`` of ``shape`` in ``self.dtype`` from ``self.generator``."""

@@ -1,0 +1,295 @@
+"""Trading env accounting, the batched env against the reference single env, registry and gymnasium use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import podium.envs as envs
+from podium.finance.env import StockTradingEnv, StockTradingVecEnv
+from podium.finance.market import TEST_PERIOD, MarketData, load_market
+
+S = 29
+COST = 0.002
+
+
+@pytest.fixture(scope="module")
+def market() -> MarketData:
+    return load_market("dow29", period=TEST_PERIOD)
+
+
+def make_env(market: MarketData, num_envs: int = 1, **kwargs: Any) -> StockTradingVecEnv:
+    options: dict[str, Any] = {"random_start": False, "dtype": torch.float64, **kwargs}
+    env = StockTradingVecEnv(num_envs=num_envs, data=market, **options)
+    env.reset(seed=0)
+    return env
+
+
+def place(env: StockTradingVecEnv, cash: float, day: int, holdings: dict[int, float] | None = None) -> None:
+    held = torch.zeros(env.num_envs, S, dtype=torch.float64)
+    for stock, shares in (holdings or {}).items():
+        held[:, stock] = shares
+    env.set_state(torch.full((env.num_envs,), cash), held, torch.full((env.num_envs,), day))
+
+
+def order(**shares_by_stock: float) -> torch.Tensor:
+    """One action row: {"s3": 0.5} means action 0.5 on stock 3."""
+    action = torch.zeros(1, S, dtype=torch.float64)
+    for name, value in shares_by_stock.items():
+        action[0, int(name[1:])] = value
+    return action
+
+
+def test_buy_then_sell_accounting_is_exact(market: MarketData) -> None:
+    env = make_env(market)
+    day, cash = 10, 100_000.0
+    place(env, cash, day)
+    p0, p1, p2 = (market.close[d, 3] for d in (day, day + 1, day + 2))
+    _, reward, terminated, _, info = env.step(order(s3=1.0))
+    cash_after_buy = cash - 100 * p0 * (1 + COST)
+    assert env.holdings[0, 3].item() == 100 and env.holdings.sum().item() == 100
+    assert env.cash.item() == pytest.approx(cash_after_buy, abs=1e-9)
+    value = cash_after_buy + 100 * p1
+    assert info["account_value"].item() == pytest.approx(value, abs=1e-9)
+    assert info["transaction_cost"].item() == pytest.approx(100 * p0 * COST, abs=1e-9)
+    assert reward.item() == pytest.approx((value - cash) * 1e-4, rel=1e-6)
+    assert info["day"].item() == day + 1 and not terminated.item()
+
+    _, reward, _, _, info = env.step(order(s3=-1.0))
+    final_cash = cash_after_buy + 100 * p1 * (1 - COST)
+    assert env.holdings.abs().sum().item() == 0
+    assert info["cash"].item() == pytest.approx(final_cash, abs=1e-9)
+    assert info["account_value"].item() == pytest.approx(final_cash, abs=1e-9)
+    assert info["transaction_cost"].item() == pytest.approx(100 * p1 * COST, abs=1e-9)
+    assert reward.item() == pytest.approx((final_cash - value) * 1e-4, rel=1e-6)
+    assert p2 > 0  # day + 2 exists: the account is now on it
+    assert env.day.item() == day + 2
+
+
+def test_actions_round_toward_zero_and_clip(market: MarketData) -> None:
+    env = make_env(market)
+    place(env, 1e6, 0, {0: 500.0, 1: 500.0})
+    env.step(order(s0=-0.999, s1=-2.0, s2=0.999, s3=5.0, s4=0.004, s5=-0.009))
+    held = env.holdings[0]
+    assert held[:6].tolist() == [401.0, 400.0, 99.0, 100.0, 0.0, 0.0]
+
+
+def test_sells_are_limited_by_holdings_without_shorts(market: MarketData) -> None:
+    env = make_env(market)
+    place(env, 1000.0, 5, {7: 30.0})
+    price = market.close[5, 7]
+    _, _, _, _, info = env.step(order(s7=-1.0, s8=-1.0))
+    assert env.holdings[0].tolist() == [0.0] * S
+    assert info["cash"].item() == pytest.approx(1000.0 + 30 * price * (1 - COST), abs=1e-9)
+
+
+def test_shorts_only_when_allowed(market: MarketData) -> None:
+    env = make_env(market, allow_short=True)
+    place(env, 1000.0, 5)
+    price = market.close[5, 8]
+    env.step(order(s8=-0.5))
+    assert env.holdings[0, 8].item() == -50.0
+    assert env.cash.item() == pytest.approx(1000.0 + 50 * price * (1 - COST), abs=1e-9)
+
+
+def test_sells_execute_before_buys(market: MarketData) -> None:
+    env = make_env(market)
+    day = 20
+    place(env, 0.0, day, {0: 100.0})
+    p = market.close[day]
+    env.step(order(s0=-1.0, s1=1.0))
+    proceeds = 100 * p[0] * (1 - COST)
+    wanted_cost = 100 * p[1] * (1 + COST)
+    expected = 100.0 if wanted_cost <= proceeds else np.floor(100 * (proceeds / wanted_cost))
+    assert expected > 0  # the sale paid for (part of) the purchase
+    assert env.holdings[0, 0].item() == 0 and env.holdings[0, 1].item() == expected
+    assert env.cash.item() == pytest.approx(proceeds - expected * p[1] * (1 + COST), abs=1e-9)
+    assert env.cash.item() >= 0
+
+
+def test_unaffordable_buys_scale_down_together(market: MarketData) -> None:
+    env = make_env(market)
+    day, cash = 30, 5_000.0
+    place(env, cash, day)
+    p = market.close[day]
+    env.step(order(s2=1.0, s9=0.5, s20=1.0))
+    wanted = {2: 100, 9: 50, 20: 100}
+    total = sum(n * p[s] for s, n in wanted.items()) * (1 + COST)
+    assert total > cash
+    expected = {s: np.floor(n * (cash / total)) for s, n in wanted.items()}
+    assert [env.holdings[0, s].item() for s in wanted] == list(expected.values())
+    spent = sum(n * p[s] for s, n in expected.items()) * (1 + COST)
+    assert 0 <= env.cash.item() == pytest.approx(cash - spent, abs=1e-9)
+
+
+def test_cash_and_holdings_never_negative(market: MarketData) -> None:
+    env = StockTradingVecEnv(num_envs=64, data=market, initial_cash=20_000.0, dtype=torch.float32)
+    env.reset(seed=1)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(60):
+        actions = torch.rand(64, S, generator=generator) * 2 - 1 + 0.3
+        env.step(actions)
+        assert (env.cash >= 0).all() and (env.holdings >= 0).all()
+        assert torch.equal(env.holdings, env.holdings.round())
+
+
+def test_turbulence_liquidates_and_blocks_buys(market: MarketData) -> None:
+    assert market.turbulence is not None
+    threshold = float(np.quantile(market.turbulence, 0.9))
+    day = int(np.argmax(market.turbulence[:-1] > threshold))
+    calm = int(np.argmax(market.turbulence[:-1] <= threshold))
+    env = make_env(market, num_envs=2, turbulence_threshold=threshold)
+    held = torch.zeros(2, S, dtype=torch.float64)
+    held[:, [3, 4]] = torch.tensor([40.0, 25.0], dtype=torch.float64)
+    env.set_state(torch.tensor([1e4, 1e4]), held, torch.tensor([day, calm]))
+    env.step(torch.ones(2, S, dtype=torch.float64))
+    p = market.close[day]
+    assert env.holdings[0].abs().sum().item() == 0  # everything sold, nothing bought
+    assert env.cash[0].item() == pytest.approx(1e4 + (40 * p[3] + 25 * p[4]) * (1 - COST), abs=1e-9)
+    assert env.holdings[1].sum().item() > 65  # a calm day trades normally
+
+    short = make_env(market, turbulence_threshold=threshold, allow_short=True)
+    place(short, 1e5, day, {5: -20.0})
+    short.step(-torch.ones(1, S, dtype=torch.float64))
+    assert short.holdings.abs().sum().item() == 0  # the short was bought back, no new short opened
+
+
+def test_episode_terminates_on_the_last_day_and_reports_it(market: MarketData) -> None:
+    env = make_env(market, num_envs=2)
+    last = market.num_days - 1
+    held = torch.zeros(2, S, dtype=torch.float64)
+    held[:, 0] = 10.0
+    env.set_state(torch.tensor([5e3, 5e3]), held, torch.tensor([last - 1, last - 3]))
+    obs, _, terminated, truncated, info = env.step(torch.zeros(2, S))
+    assert terminated.tolist() == [True, False] and not truncated.any()
+    assert info["day"].tolist() == [last, last - 2]
+    assert info["account_value"][0].item() == pytest.approx(5e3 + 10 * market.close[last, 0], abs=1e-9)
+    assert info["_final_obs"].tolist() == [True, False]
+    # the finished account was reset to an evaluation start; info still describes its last day
+    assert env.day.tolist() == [0, last - 2] and env.cash[0].item() == 1e6
+    assert obs[0, 0].item() == pytest.approx(1.0)
+    assert info["final_obs"][0, 1 + S].item() == pytest.approx(10 / 100)
+
+
+def test_truncation_and_episode_statistics(market: MarketData) -> None:
+    env = make_env(market, num_envs=3, max_episode_steps=5)
+    returns = torch.zeros(3, dtype=torch.float64)
+    for step in range(5):
+        _, reward, terminated, truncated, info = env.step(torch.full((3, S), 0.2))
+        returns += reward.double()
+        assert not terminated.any()
+        assert truncated.all() == (step == 4)
+    assert torch.allclose(info["episode_return"].double(), returns, rtol=1e-5)
+    assert info["episode_length"].tolist() == [5, 5, 5]
+
+
+def test_starts(market: MarketData) -> None:
+    train = StockTradingVecEnv(num_envs=512, data=market, initial_cash=2e5, random_start=True)
+    train.reset(seed=3)
+    assert int(train.day.min()) >= 0 and int(train.day.max()) <= train.max_start_day
+    assert train.max_start_day == int(0.25 * (market.num_days - 2)) and int(train.day.max()) > 0
+    assert ((train.cash >= 0.9 * 2e5) & (train.cash <= 1.1 * 2e5)).all() and train.cash.std() > 0
+    evaluation = StockTradingVecEnv(num_envs=4, data=market, random_start=False)
+    obs, _ = evaluation.reset(seed=0)
+    assert evaluation.day.tolist() == [0] * 4 and (evaluation.cash == 1e6).all()
+    assert obs.shape == (4, 1 + 2 * S + 8 * S) and obs.dtype == torch.float32
+    assert obs.abs().max() < 20
+
+
+def test_same_seed_same_trajectory(market: MarketData) -> None:
+    def run(seed: int) -> torch.Tensor:
+        env = StockTradingVecEnv(num_envs=16, data=market)
+        env.reset(seed=seed)
+        generator = torch.Generator().manual_seed(0)
+        values = []
+        for _ in range(20):
+            values.append(env.step(torch.rand(16, S, generator=generator) * 2 - 1)[4]["account_value"])
+        return torch.stack(values)
+
+    assert torch.equal(run(7), run(7)) and not torch.equal(run(7), run(8))
+
+
+def test_bad_actions_and_arguments(market: MarketData) -> None:
+    env = make_env(market, num_envs=2)
+    with pytest.raises(ValueError, match="shape"):
+        env.step(torch.zeros(2, S + 1))
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(torch.full((2, S), float("nan")))
+    with pytest.raises(ValueError, match="turbulence_threshold needs"):
+        calm = MarketData(market.dates, market.tickers, market.close, market.indicators, market.indicator_names)
+        StockTradingVecEnv(data=calm, turbulence_threshold=1.0)
+    with pytest.raises(ValueError, match="hmax"):
+        StockTradingVecEnv(data=market, hmax=0)
+    with pytest.raises(ValueError, match="day must be in"):
+        place(env, 1e4, market.num_days - 1)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"initial_cash": 1e6},
+        {"initial_cash": 2e4},
+        {"initial_cash": 1e5, "turbulence_threshold": 40.0},
+        {"initial_cash": 5e4, "allow_short": True, "turbulence_threshold": 60.0, "hmax": 37},
+    ],
+    ids=["rich", "poor", "turbulence", "shorts"],
+)
+def test_batched_env_matches_reference_env(market: MarketData, config: dict[str, Any]) -> None:
+    starts = [0, 3, 10, 50, 200, market.num_days - 40]  # the last one ends and resets on the way
+    n = len(starts)
+    batched = make_env(market, num_envs=n, **config)
+    batched.set_state(torch.full((n,), config["initial_cash"]), torch.zeros(n, S), torch.tensor(starts))
+    singles = [StockTradingEnv(data=market, random_start=False, **config) for _ in starts]
+    for env, start in zip(singles, starts, strict=True):
+        env.reset(options={"day": start})
+    rng = np.random.default_rng(0)
+    scaled_down = 0
+    for _ in range(60):
+        actions = rng.uniform(-1, 1, (n, S)).astype(np.float32)
+        actions[:, :6] += 0.6  # lean towards buying so that cash runs out
+        obs, reward, terminated, truncated, info = batched.step(torch.as_tensor(actions))
+        for i, env in enumerate(singles):
+            held_before = env.holdings.copy()
+            obs_i, reward_i, terminated_i, truncated_i, info_i = env.step(actions[i])
+            wanted = np.trunc(np.clip(actions[i].astype(np.float64), -1, 1) * env.hmax)
+            scaled_down += bool(((env.holdings - held_before < wanted) & (wanted > 0)).any())
+            assert info_i["day"] == info["day"][i].item()
+            assert info_i["account_value"] == pytest.approx(info["account_value"][i].item(), rel=1e-12, abs=1e-6)
+            assert info_i["cash"] == pytest.approx(info["cash"][i].item(), rel=1e-12, abs=1e-6)
+            assert info_i["transaction_cost"] == pytest.approx(info["transaction_cost"][i].item(), abs=1e-6)
+            assert reward_i == pytest.approx(reward[i].item(), rel=1e-5, abs=1e-6)  # float32 rewards
+            assert (terminated_i, truncated_i) == (terminated[i].item(), truncated[i].item())
+            if terminated_i:
+                np.testing.assert_allclose(obs_i, info["final_obs"][i].numpy(), rtol=1e-6, atol=1e-6)
+                obs_i, _ = env.reset(options={"day": 0})
+            else:
+                np.testing.assert_array_equal(env.holdings, batched.holdings[i].numpy())
+            np.testing.assert_allclose(obs_i, obs[i].numpy(), rtol=1e-6, atol=1e-6)
+    assert scaled_down > 0  # the cash-limited buy rule was exercised
+
+
+def test_registered_with_make() -> None:
+    env = envs.make("StockTrading-v0", num_envs=8, seed=0)
+    obs, _ = env.reset()
+    assert isinstance(env, StockTradingVecEnv) and obs.shape == (8, 1 + 2 * S + 8 * S)
+    assert str(env.dates[0])[:10] == "2009-01-02" and str(env.dates[-1])[:10] == "2015-12-31"
+    test = envs.make("StockTrading-v0", num_envs=2, period=TEST_PERIOD, random_start=False)
+    assert str(test.dates[0])[:10] == "2016-01-04" and len(test.dates) == 470
+    test.reset(seed=0)
+    _, reward, *_ = test.step(torch.zeros(2, S))
+    assert reward.tolist() == [0.0, 0.0]  # no position, no cost, no change
+
+
+def test_reference_env_is_a_gymnasium_env(market: MarketData) -> None:
+    from gymnasium.utils.env_checker import check_env
+
+    with pytest.warns(UserWarning):  # the observation space is unbounded, which the checker mentions
+        check_env(StockTradingEnv(data=market))
+    vector = gym.vector.SyncVectorEnv([lambda: StockTradingEnv(data=market) for _ in range(3)])
+    obs, _ = vector.reset(seed=0)
+    obs, reward, *_ = vector.step(vector.action_space.sample())
+    assert obs.shape == (3, 1 + 2 * S + 8 * S) and reward.shape == (3,)
