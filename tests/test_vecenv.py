@@ -181,3 +181,12 @@ def test_compiled_step_matches_eager():
         b, rb, tb, _, _ = compiled.step(act)
         torch.testing.assert_close(a, b)
         assert torch.equal(ta, tb) and torch.equal(ra, rb)
+
+
+def test_many_compiled_envs_in_one_process_do_not_exhaust_the_compile_cache():
+    # torch.compile allows 8 recompilations per code object; each env size must not count against it
+    for n in range(1, 10):
+        env = CartPoleVecEnv(num_envs=n, compile=True)
+        env.reset(seed=n)
+        obs, *_ = env.step(torch.zeros(n, dtype=torch.long))
+        assert obs.shape == (n, 4)

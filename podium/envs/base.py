@@ -19,7 +19,10 @@ the base class does action checking, time limits, episode statistics and auto-re
 
 from __future__ import annotations
 
+import functools
+import types
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -59,6 +62,25 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if dev.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"unsupported device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'")
     return dev
+
+
+_COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+
+def _compiled_advance(env: TensorVecEnv) -> Callable[..., Any]:
+    """``torch.compile`` of ``TensorVecEnv._advance_eager`` for this env's class, size, device and dtype.
+
+    Dynamo keeps one cache (with a limit of 8 recompilations) per *code object*; compiling the shared
+    method directly would make every differently sized or typed env in a process recompile the same
+    entry until the limit fails. Each combination gets its own copy of the code object instead.
+    """
+    key = (type(env), env.num_envs, env.device, env.dtype, env.max_episode_steps)
+    if key not in _COMPILED:
+        base = TensorVecEnv._advance_eager
+        code = base.__code__.replace(co_name=f"_advance_{type(env).__name__}_{len(_COMPILED)}")
+        fn = types.FunctionType(code, base.__globals__, code.co_name, base.__defaults__, base.__closure__)
+        _COMPILED[key] = torch.compile(fn, dynamic=False, fullgraph=True)
+    return _COMPILED[key]
 
 
 def _check_num_envs(num_envs: Any) -> int:
@@ -206,7 +228,7 @@ class TensorVecEnv(VecEnv):
         self._needs_reset = True
         self._advance = self._advance_eager
         if compile:
-            self._advance = torch.compile(self._advance_eager, dynamic=False, fullgraph=True)
+            self._advance = functools.partial(_compiled_advance(self), self)
         self.episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._all_true = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
