@@ -44,7 +44,10 @@ class PodSpec(BaseModel):
     algo: str = "ppo"
     """Algorithm name (ppo, sac, td3, ddpg, dqn)."""
     hparams: dict[str, Any] = Field(default_factory=dict)
-    """Algorithm hyperparameters; unset ones take the algorithm's documented defaults."""
+    """Algorithm hyperparameters; unset ones come from the preset (if any), then the algorithm's defaults."""
+    preset: bool = True
+    """Fill unset hyperparameters and ``num_envs`` from podium's tuned preset for this algo and env
+    (``podium.algos.presets``), where one exists."""
     num_envs: int | None = Field(default=None, gt=0)
     """Training sub-environments (default: the algorithm's ``default_num_envs``)."""
     native_env: bool = True

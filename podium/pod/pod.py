@@ -26,6 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from podium.algos import Agent, get_algo
+from podium.algos.presets import preset_for
 from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
@@ -78,10 +79,11 @@ class PodReport:
 
 
 def build_agent(spec: PodSpec, observation_space: Any, action_space: Any, num_envs: int, device: Any) -> Agent:
-    """Instantiate ``spec.algo`` with ``spec.hparams`` validated against its config class."""
+    """Instantiate ``spec.algo`` with its hyperparameters (preset, then ``spec.hparams``) validated."""
     cls = get_algo(spec.algo)
+    hparams = {**(preset_for(spec.algo, spec.env).hparams if spec.preset else {}), **spec.hparams}
     try:
-        config = cls.Config(**spec.hparams)
+        config = cls.Config(**hparams)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, f"hparams for {cls.name}")) from None
     return cls(observation_space, action_space, config, num_envs, device)
@@ -109,7 +111,8 @@ class Pod:
             torch.set_num_threads(spec.torch_threads)
         torch.manual_seed(spec.seed)
         cls = get_algo(spec.algo)
-        num_envs = spec.num_envs or getattr(cls, "default_num_envs", 16)
+        preset = preset_for(spec.algo, spec.env) if spec.preset else None
+        num_envs = spec.num_envs or (preset and preset.num_envs) or cls.default_num_envs
         self.env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **spec.env_kwargs)
         self.eval_env = make(
             spec.env, num_envs=spec.eval_episodes, device=spec.device, native=spec.native_env, **spec.env_kwargs
