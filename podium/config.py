@@ -73,7 +73,8 @@ class PodSpec(BaseModel):
     init_checkpoint: str | None = None
     """Start from this checkpoint's networks (e.g. a leaderboard entry); counters start at zero."""
     torch_threads: int | None = Field(default=None, gt=0)
-    """Intra-op threads for torch (default: leave torch's setting)."""
+    """Intra-op threads for torch (default: 1 on CPU — fastest for podium's small networks and fair to
+    other pods on the machine — and torch's own setting on accelerators)."""
     tensorboard: bool = True
     """Write TensorBoard scalars to ``RUN_DIR/tb``."""
 

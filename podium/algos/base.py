@@ -78,6 +78,7 @@ class Agent(ABC):
         self.obs_dim = int(observation_space.shape[0])
         self.action_dim = int(action_space.n) if discrete else int(action_space.shape[0])
         self.config = config
+        self.budget_steps: int | None = None  # the pod's step budget, for schedules (set by the pod)
         self.num_envs = num_envs
         self.device = device
         if not discrete:
@@ -191,7 +192,7 @@ def register_algo(cls: type[Agent]) -> type[Agent]:
     return cls
 
 
-_BUILTIN = ("ppo", "sac")
+_BUILTIN = ("ppo", "sac", "td3", "ddpg", "dqn")
 
 
 def _load_builtin() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["EnsembleMLP", "activation", "adam", "mlp", "orthogonal_init", "squashed_gaussian"]
+__all__ = ["EnsembleMLP", "activation", "adam", "mlp", "orthogonal_init", "polyak_update", "squashed_gaussian"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -96,10 +96,19 @@ class EnsembleMLP(nn.Module):
         return x
 
 
-def adam(params: Iterable[nn.Parameter] | list[dict[str, Any]], lr: float, device: torch.device) -> torch.optim.Adam:
+def adam(
+    params: Iterable[nn.Parameter] | list[dict[str, Any]], lr: float, device: torch.device, eps: float = 1e-8
+) -> torch.optim.Adam:
     """Adam with the fused kernel where PyTorch has one (CPU, CUDA): a third of the per-step cost of the
     default loop for the small networks of off-policy agents, which take one optimiser step per env step."""
-    return torch.optim.Adam(params, lr=lr, fused=device.type in ("cpu", "cuda"))
+    return torch.optim.Adam(params, lr=lr, eps=eps, fused=device.type in ("cpu", "cuda"))
+
+
+@torch.no_grad()
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """Move ``target``'s parameters towards ``online``'s: ``target <- (1 - tau) target + tau online``
+    (``tau = 1`` copies). One fused call over all parameters."""
+    torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), tau)
 
 
 def squashed_gaussian(

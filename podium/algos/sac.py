@@ -14,42 +14,44 @@ Reading order: ``SACConfig`` (hyperparameters) -> ``SAC.__init__`` (networks) ->
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import ClassVar
 
 import gymnasium as gym
 import torch
+from pydantic import Field
 from torch import nn
 
 from podium.algos.base import Agent, AgentConfig, register_algo
 from podium.algos.buffers import ReplayBuffer
-from podium.algos.networks import EnsembleMLP, adam, mlp, squashed_gaussian
+from podium.algos.networks import EnsembleMLP, adam, mlp, polyak_update, squashed_gaussian
 
 __all__ = ["SAC", "SACConfig"]
 
 
 class SACConfig(AgentConfig):
-    """SAC hyperparameters. Defaults reach Pendulum-v1's -200 in a few thousand gradient steps on a CPU."""
+    """SAC hyperparameters. Defaults reach Pendulum-v1's -200 in about a thousand gradient steps (seconds on a CPU)."""
 
-    buffer_size: int = 1_000_000
+    buffer_size: int = Field(default=1_000_000, gt=0)
     """Replay capacity in transitions (all sub-envs together)."""
-    batch_size: int = 256
+    batch_size: int = Field(default=128, gt=0)
     """Transitions per gradient step."""
     learning_starts: int = 1_000
     """Env steps (all sub-envs together) of uniformly random actions before learning begins."""
-    train_freq: int = 1
+    train_freq: int = Field(default=1, gt=0)
     """Env steps per sub-env collected between two learning phases."""
-    gradient_steps: int = 1
+    gradient_steps: int = Field(default=1, gt=0)
     """Gradient steps per learning phase (update-to-data ratio = ``gradient_steps / (train_freq * num_envs)``)."""
     gamma: float = 0.99
     """Discount factor."""
-    tau: float = 0.01
+    tau: float = Field(default=0.02, gt=0, le=1)
     """Polyak coefficient of the target critics: ``target <- (1 - tau) target + tau online``."""
-    actor_lr: float = 1e-3
+    actor_lr: float = 3e-3
     """Adam step size of the actor."""
-    critic_lr: float = 1e-3
+    critic_lr: float = 3e-3
     """Adam step size of the twin critics."""
-    alpha_lr: float = 1e-3
+    alpha_lr: float = 3e-3
     """Adam step size of ``log(alpha)``."""
     init_alpha: float = 1.0
     """Initial entropy coefficient."""
@@ -90,9 +92,7 @@ class SAC(Agent):
         c = config
         self.actor = mlp(self.obs_dim, c.hidden_sizes, 2 * self.action_dim, c.activation, orthogonal=False).to(device)
         self.critic = EnsembleMLP(2, self.obs_dim + self.action_dim, c.hidden_sizes, 1, c.activation).to(device)
-        self.critic_target = EnsembleMLP(2, self.obs_dim + self.action_dim, c.hidden_sizes, 1, c.activation).to(device)
-        self.critic_target.load_state_dict(self.critic.state_dict())
-        self.critic_target.requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha_holder = nn.ParameterDict(
             {"log_alpha": torch.tensor(math.log(c.init_alpha), dtype=torch.float32, device=device)}
         )
@@ -104,6 +104,7 @@ class SAC(Agent):
         if c.autotune_alpha:
             groups.append({"params": [self.log_alpha], "lr": c.alpha_lr})
         self.actor_optimizer = adam(groups, c.actor_lr, device)
+        self.actor_side_params = [p for g in groups for p in g["params"]]
         self.generator = torch.Generator(device=device)
         self.env_steps = 0  # env steps explored (all sub-envs together): random actions until learning_starts
 
@@ -165,17 +166,21 @@ class SAC(Agent):
         means = torch.stack([torch.stack([s[k] for s in stats]).mean() for k in keys]).tolist()  # one host sync
         return dict(zip(keys, means, strict=True))
 
+    @torch.no_grad()
+    def td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Soft Bellman target ``r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha log pi(a'|s'))``
+        ``[B]``, with ``a' ~ pi(s')`` and the target critics ``Q'``."""
+        next_actions, next_logp = self._sample(batch["next_obs"])
+        next_q = self.critic_target(torch.cat((batch["next_obs"], next_actions), -1)).squeeze(-1).amin(0)
+        soft_value = next_q - self.log_alpha.exp() * next_logp
+        return batch["rewards"] + self.config.gamma * (1.0 - batch["terminated"]) * soft_value
+
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        c = self.config
-        obs, actions = batch["obs"], batch["actions"]
+        obs = batch["obs"]
         alpha = self.log_alpha.detach().exp()
-        # critics: soft Bellman target from the smaller target-Q of the next action
-        with torch.no_grad():
-            next_actions, next_logp = self._sample(batch["next_obs"])
-            next_q = self.critic_target(torch.cat((batch["next_obs"], next_actions), -1)).squeeze(-1).amin(0)
-            not_done = 1.0 - batch["terminated"]
-            target_q = batch["rewards"] + c.gamma * not_done * (next_q - alpha * next_logp)
-        q = self.critic(torch.cat((obs, actions), -1)).squeeze(-1)  # [2, B]
+        # critics: regress both onto the soft Bellman target
+        target_q = self.td_target(batch)
+        q = self.critic(torch.cat((obs, batch["actions"]), -1)).squeeze(-1)  # [2, B]
         critic_loss = 0.5 * (q - target_q).square().mean(1).sum()
         self.critic_optimizer.zero_grad(set_to_none=True)
         critic_loss.backward()
@@ -187,12 +192,9 @@ class SAC(Agent):
         # temperature: raise alpha when the entropy is below target, lower it when above
         alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
-        params = self.actor_optimizer.param_groups
-        (actor_loss + alpha_loss).backward(inputs=[p for g in params for p in g["params"]])  # not into the critics
+        (actor_loss + alpha_loss).backward(inputs=self.actor_side_params)  # no gradient into the critics
         self.actor_optimizer.step()
-        with torch.no_grad():
-            target_params, params = list(self.critic_target.parameters()), list(self.critic.parameters())
-            torch._foreach_lerp_(target_params, params, c.tau)
+        polyak_update(self.critic_target, self.critic, self.config.tau)
         return {
             "loss/critic": critic_loss.detach(),
             "loss/actor": actor_loss.detach(),

@@ -109,6 +109,8 @@ class Pod:
         self.progress = progress
         if spec.torch_threads:
             torch.set_num_threads(spec.torch_threads)
+        elif spec.device == "cpu":
+            torch.set_num_threads(1)  # small networks: one thread is fastest and pods do not fight over cores
         torch.manual_seed(spec.seed)
         cls = get_algo(spec.algo)
         preset = preset_for(spec.algo, spec.env) if spec.preset else None
@@ -122,6 +124,7 @@ class Pod:
         )
         if hasattr(self.agent, "generator"):
             self.agent.generator.manual_seed(spec.seed)
+        self.agent.budget_steps = spec.steps  # for schedules defined as a fraction of the budget
         self.steps, self.iterations, self.wall_time, self.eval_time = 0, 0, 0.0, 0.0
         self.best_mean, self.best_std = -math.inf, math.inf
         self.time_to_target: float | None = None
@@ -185,13 +188,13 @@ class Pod:
         return save_checkpoint(self.run_dir / "checkpoints" / f"{name}.pt", self._payload())
 
     # ----------------------------------------------------------------- the loop
-    def _budget_left(self, started: float) -> str | None:
+    def _budget_left(self, started: float, base_wall: float) -> str | None:
         spec = self.spec
         if spec.target is not None and self.best_mean >= spec.target:
             return "target"
         if spec.steps is not None and self.steps >= spec.steps:
             return "steps"
-        if spec.seconds is not None and self.wall_time + time.perf_counter() - started >= spec.seconds:
+        if spec.seconds is not None and base_wall + time.perf_counter() - started >= spec.seconds:
             return "seconds"
         return None
 
@@ -212,7 +215,7 @@ class Pod:
         last_ckpt = start
         last_eval: EvalResult | None = None
         progress = _Progress(spec, self.steps) if self.progress else None
-        stop = self._budget_left(start)
+        stop = self._budget_left(start, base_wall)
         try:
             while stop is None:
                 if (
@@ -249,7 +252,7 @@ class Pod:
                     self._record_eval(last_eval, curve, logger)
                 if progress is not None:
                     progress.update(self.steps, self.wall_time, scalars["charts/SPS"], last_eval, self.best_mean)
-                stop = self._budget_left(start)
+                stop = self._budget_left(start, base_wall)
                 if stop is not None or spec.checkpoint_every == 0 or now - last_ckpt >= spec.checkpoint_every:
                     self.save("last")
                     last_ckpt = now
