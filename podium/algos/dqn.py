@@ -27,28 +27,18 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from podium.algos.base import Agent, AgentConfig, register_algo
-from podium.algos.buffers import ReplayBuffer
+from podium.algos.base import AgentConfig, register_algo
 from podium.algos.networks import adam, mlp, polyak_update
+from podium.algos.offpolicy import OffPolicyAgent, OffPolicyConfig
 
 __all__ = ["D3QN", "DQN", "D3QNConfig", "DQNConfig", "QNetwork"]
 
 
-class DQNConfig(AgentConfig):
+class DQNConfig(OffPolicyConfig):
     """DQN hyperparameters. Defaults reach CartPole-v1's 475 in 15k-45k env steps (seconds on one CPU core)."""
 
     buffer_size: int = Field(default=100_000, gt=0)
     """Replay capacity in transitions (all sub-envs together)."""
-    batch_size: int = Field(default=128, gt=0)
-    """Transitions per gradient step."""
-    learning_starts: int = 1_000
-    """Env steps (all sub-envs together) of uniformly random actions before learning begins."""
-    train_freq: int = Field(default=1, gt=0)
-    """Env steps per sub-env collected between two learning phases."""
-    gradient_steps: int = Field(default=1, gt=0)
-    """Gradient steps per learning phase (update-to-data ratio ``gradient_steps / (train_freq * num_envs)``)."""
-    gamma: float = 0.99
-    """Discount factor."""
     learning_rate: float = 1e-3
     """Adam step size."""
     target_update_interval: int = Field(default=50, gt=0)
@@ -98,12 +88,11 @@ class QNetwork(nn.Module):
 
 
 @register_algo
-class DQN(Agent):
+class DQN(OffPolicyAgent):
     """Deep Q-network (Mnih et al. 2015), optionally double and/or dueling, for Discrete action spaces."""
 
     name: ClassVar[str] = "dqn"
     Config: ClassVar[type[AgentConfig]] = DQNConfig
-    on_policy: ClassVar[bool] = False
     discrete_actions: ClassVar[tuple[bool, ...]] = (True,)
     default_num_envs: ClassVar[int] = 4
     config: DQNConfig
@@ -121,8 +110,6 @@ class DQN(Agent):
         self.q_net = QNetwork(self.obs_dim, c.hidden_sizes, self.action_dim, c.activation, c.dueling).to(device)
         self.q_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self.optimizer = adam(self.q_net.parameters(), c.learning_rate, device)
-        self.generator = torch.Generator(device=device)
-        self.env_steps = 0  # env steps explored (all sub-envs together): drives epsilon
         self.updates = 0  # gradient steps taken: drive the target-network updates
 
     # ----------------------------------------------------------------- policy
@@ -153,47 +140,13 @@ class DQN(Agent):
         progress = min(1.0, self.env_steps / max(horizon, 1))
         return c.initial_eps + progress * (c.final_eps - c.initial_eps)
 
-    @property
-    def rollout_steps(self) -> int:
-        return self.config.train_freq
+    def exploration_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._epsilon_greedy(obs, self.epsilon())
 
-    def make_buffer(self) -> ReplayBuffer:
-        return ReplayBuffer(self.config.buffer_size, self.obs_dim, (), torch.long, self.device)
-
-    @torch.no_grad()
-    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        actions = self._epsilon_greedy(obs, self.epsilon())
-        self.env_steps += obs.shape[0]
-        return actions, {}
-
-    @torch.no_grad()
-    def record(
-        self,
-        buffer: ReplayBuffer,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        extras: dict[str, torch.Tensor],
-        reward: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminated: torch.Tensor,
-        truncated: torch.Tensor,
-        final_obs: torch.Tensor,
-    ) -> None:
-        true_next = torch.where((terminated | truncated)[:, None], final_obs, next_obs)
-        buffer.add(obs, actions, reward, true_next, terminated)
+    def learn_stats(self) -> dict[str, float]:
+        return {"epsilon": self.epsilon()}
 
     # ----------------------------------------------------------------- learner side
-    def learn(self, buffer: ReplayBuffer, next_obs: torch.Tensor) -> dict[str, float]:
-        c = self.config
-        if buffer.size < max(c.learning_starts, 1):
-            return {}
-        stats = [self.update(buffer.sample(c.batch_size, self.generator)) for _ in range(c.gradient_steps)]
-        keys = stats[0].keys()
-        means = torch.stack([torch.stack([s[k] for s in stats]).mean() for k in keys]).tolist()  # one host sync
-        out = dict(zip(keys, means, strict=True))
-        out["epsilon"] = self.epsilon()
-        return out
-
     @torch.no_grad()
     def td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Bellman target ``r + gamma * (1 - terminated) * V'(s')`` ``[B]``, ``V'`` from the target network."""
@@ -229,10 +182,10 @@ class DQN(Agent):
         return {"optimizer": self.optimizer}
 
     def extra_state(self) -> dict[str, int]:
-        return {"env_steps": self.env_steps, "updates": self.updates}
+        return {**super().extra_state(), "updates": self.updates}
 
     def load_extra_state(self, state: dict[str, int]) -> None:
-        self.env_steps = int(state.get("env_steps", 0))
+        super().load_extra_state(state)
         self.updates = int(state.get("updates", 0))
 
 

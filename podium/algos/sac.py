@@ -23,28 +23,16 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from podium.algos.base import Agent, AgentConfig, register_algo
-from podium.algos.buffers import ReplayBuffer
+from podium.algos.base import AgentConfig, register_algo
 from podium.algos.networks import EnsembleMLP, adam, mlp, polyak_update, squashed_gaussian
+from podium.algos.offpolicy import OffPolicyAgent, OffPolicyConfig
 
 __all__ = ["SAC", "SACConfig"]
 
 
-class SACConfig(AgentConfig):
+class SACConfig(OffPolicyConfig):
     """SAC hyperparameters. Defaults reach Pendulum-v1's -200 in about a thousand gradient steps (seconds on a CPU)."""
 
-    buffer_size: int = Field(default=1_000_000, gt=0)
-    """Replay capacity in transitions (all sub-envs together)."""
-    batch_size: int = Field(default=128, gt=0)
-    """Transitions per gradient step."""
-    learning_starts: int = 1_000
-    """Env steps (all sub-envs together) of uniformly random actions before learning begins."""
-    train_freq: int = Field(default=1, gt=0)
-    """Env steps per sub-env collected between two learning phases."""
-    gradient_steps: int = Field(default=1, gt=0)
-    """Gradient steps per learning phase (update-to-data ratio = ``gradient_steps / (train_freq * num_envs)``)."""
-    gamma: float = 0.99
-    """Discount factor."""
     tau: float = Field(default=0.02, gt=0, le=1)
     """Polyak coefficient of the target critics: ``target <- (1 - tau) target + tau online``."""
     actor_lr: float = 3e-3
@@ -70,12 +58,11 @@ class SACConfig(AgentConfig):
 
 
 @register_algo
-class SAC(Agent):
+class SAC(OffPolicyAgent):
     """Soft actor-critic (Haarnoja et al. 2018, with learned temperature) for Box action spaces."""
 
     name: ClassVar[str] = "sac"
     Config: ClassVar[type[AgentConfig]] = SACConfig
-    on_policy: ClassVar[bool] = False
     discrete_actions: ClassVar[tuple[bool, ...]] = (False,)
     default_num_envs: ClassVar[int] = 8
     config: SACConfig
@@ -105,8 +92,6 @@ class SAC(Agent):
             groups.append({"params": [self.log_alpha], "lr": c.alpha_lr})
         self.actor_optimizer = adam(groups, c.actor_lr, device)
         self.actor_side_params = [p for g in groups for p in g["params"]]
-        self.generator = torch.Generator(device=device)
-        self.env_steps = 0  # env steps explored (all sub-envs together): random actions until learning_starts
 
     # ----------------------------------------------------------------- policy
     def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,48 +109,10 @@ class SAC(Agent):
         return self.scale_action(self._sample(obs)[0])
 
     # ----------------------------------------------------------------- worker side
-    @property
-    def rollout_steps(self) -> int:
-        return self.config.train_freq
-
-    def make_buffer(self) -> ReplayBuffer:
-        return ReplayBuffer(self.config.buffer_size, self.obs_dim, (self.action_dim,), torch.float32, self.device)
-
-    @torch.no_grad()
-    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        if self.env_steps < self.config.learning_starts:
-            unit = torch.rand(obs.shape[0], self.action_dim, device=self.device, generator=self.generator) * 2 - 1
-        else:
-            unit = self._sample(obs)[0]
-        self.env_steps += obs.shape[0]
-        return self.scale_action(unit), {"unit_actions": unit}
-
-    @torch.no_grad()
-    def record(
-        self,
-        buffer: ReplayBuffer,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        extras: dict[str, torch.Tensor],
-        reward: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminated: torch.Tensor,
-        truncated: torch.Tensor,
-        final_obs: torch.Tensor,
-    ) -> None:
-        true_next = torch.where((terminated | truncated)[:, None], final_obs, next_obs)
-        buffer.add(obs, extras["unit_actions"], reward, true_next, terminated)
+    def exploration_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._sample(obs)[0]
 
     # ----------------------------------------------------------------- learner side
-    def learn(self, buffer: ReplayBuffer, next_obs: torch.Tensor) -> dict[str, float]:
-        c = self.config
-        if buffer.size < max(c.learning_starts, 1):
-            return {}
-        stats = [self.update(buffer.sample(c.batch_size, self.generator)) for _ in range(c.gradient_steps)]
-        keys = stats[0].keys()
-        means = torch.stack([torch.stack([s[k] for s in stats]).mean() for k in keys]).tolist()  # one host sync
-        return dict(zip(keys, means, strict=True))
-
     @torch.no_grad()
     def td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Soft Bellman target ``r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha log pi(a'|s'))``
@@ -215,9 +162,3 @@ class SAC(Agent):
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
-
-    def extra_state(self) -> dict[str, int]:
-        return {"env_steps": self.env_steps}
-
-    def load_extra_state(self, state: dict[str, int]) -> None:
-        self.env_steps = int(state.get("env_steps", 0))

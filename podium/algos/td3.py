@@ -26,28 +26,16 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from podium.algos.base import Agent, AgentConfig, register_algo
-from podium.algos.buffers import ReplayBuffer
+from podium.algos.base import AgentConfig, register_algo
 from podium.algos.networks import EnsembleMLP, adam, mlp, polyak_update
+from podium.algos.offpolicy import OffPolicyAgent, OffPolicyConfig
 
 __all__ = ["TD3", "TD3Config"]
 
 
-class TD3Config(AgentConfig):
+class TD3Config(OffPolicyConfig):
     """TD3 hyperparameters. Defaults reach Pendulum-v1's -200 in about a thousand gradient steps (seconds on a CPU)."""
 
-    buffer_size: int = Field(default=1_000_000, gt=0)
-    """Replay capacity in transitions (all sub-envs together)."""
-    batch_size: int = Field(default=128, gt=0)
-    """Transitions per gradient step."""
-    learning_starts: int = 1_000
-    """Env steps (all sub-envs together) of uniformly random actions before learning begins."""
-    train_freq: int = Field(default=1, gt=0)
-    """Env steps per sub-env collected between two learning phases."""
-    gradient_steps: int = Field(default=1, gt=0)
-    """Critic gradient steps per learning phase (update-to-data ratio ``gradient_steps / (train_freq * num_envs)``)."""
-    gamma: float = 0.99
-    """Discount factor."""
     tau: float = Field(default=0.05, gt=0, le=1)
     """Polyak coefficient of the target networks, ``target <- (1 - tau) target + tau online``, applied
     at each actor step (every ``policy_delay`` critic steps)."""
@@ -70,12 +58,11 @@ class TD3Config(AgentConfig):
 
 
 @register_algo
-class TD3(Agent):
+class TD3(OffPolicyAgent):
     """Twin delayed DDPG (Fujimoto et al. 2018) for Box action spaces."""
 
     name: ClassVar[str] = "td3"
     Config: ClassVar[type[AgentConfig]] = TD3Config
-    on_policy: ClassVar[bool] = False
     discrete_actions: ClassVar[tuple[bool, ...]] = (False,)
     default_num_envs: ClassVar[int] = 8
     n_critics: ClassVar[int] = 2
@@ -100,8 +87,6 @@ class TD3(Agent):
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(self.actor.parameters(), c.actor_lr, device)
         self.critic_optimizer = adam(self.critic.parameters(), c.critic_lr, device)
-        self.generator = torch.Generator(device=device)
-        self.env_steps = 0  # env steps explored (all sub-envs together): random actions until learning_starts
         self.critic_updates = 0  # the actor moves when this reaches a multiple of policy_delay
         self.last_actor_loss = torch.zeros((), device=device)
 
@@ -121,48 +106,10 @@ class TD3(Agent):
         return (unit + noise).clamp(-1.0, 1.0)
 
     # ----------------------------------------------------------------- worker side
-    @property
-    def rollout_steps(self) -> int:
-        return self.config.train_freq
-
-    def make_buffer(self) -> ReplayBuffer:
-        return ReplayBuffer(self.config.buffer_size, self.obs_dim, (self.action_dim,), torch.float32, self.device)
-
-    @torch.no_grad()
-    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        if self.env_steps < self.config.learning_starts:
-            unit = torch.rand(obs.shape[0], self.action_dim, device=self.device, generator=self.generator) * 2 - 1
-        else:
-            unit = self._add_noise(self.actor(obs), self.config.exploration_noise)
-        self.env_steps += obs.shape[0]
-        return self.scale_action(unit), {"unit_actions": unit}
-
-    @torch.no_grad()
-    def record(
-        self,
-        buffer: ReplayBuffer,
-        obs: torch.Tensor,
-        actions: torch.Tensor,
-        extras: dict[str, torch.Tensor],
-        reward: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminated: torch.Tensor,
-        truncated: torch.Tensor,
-        final_obs: torch.Tensor,
-    ) -> None:
-        true_next = torch.where((terminated | truncated)[:, None], final_obs, next_obs)
-        buffer.add(obs, extras["unit_actions"], reward, true_next, terminated)
+    def exploration_actions(self, obs: torch.Tensor) -> torch.Tensor:
+        return self._add_noise(self.actor(obs), self.config.exploration_noise)
 
     # ----------------------------------------------------------------- learner side
-    def learn(self, buffer: ReplayBuffer, next_obs: torch.Tensor) -> dict[str, float]:
-        c = self.config
-        if buffer.size < max(c.learning_starts, 1):
-            return {}
-        stats = [self.update(buffer.sample(c.batch_size, self.generator)) for _ in range(c.gradient_steps)]
-        keys = stats[0].keys()
-        means = torch.stack([torch.stack([s[k] for s in stats]).mean() for k in keys]).tolist()  # one host sync
-        return dict(zip(keys, means, strict=True))
-
     @torch.no_grad()
     def td_target(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Bellman target ``r + gamma * (1 - terminated) * min_i Q'_i(s', mu'(s') + clipped noise)`` ``[B]``."""
@@ -208,8 +155,8 @@ class TD3(Agent):
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
 
     def extra_state(self) -> dict[str, int]:
-        return {"env_steps": self.env_steps, "critic_updates": self.critic_updates}
+        return {**super().extra_state(), "critic_updates": self.critic_updates}
 
     def load_extra_state(self, state: dict[str, int]) -> None:
-        self.env_steps = int(state.get("env_steps", 0))
+        super().load_extra_state(state)
         self.critic_updates = int(state.get("critic_updates", 0))
