@@ -224,3 +224,14 @@ def test_parameter_fusion_averages_networks_and_optimizer_moments():
 def test_algorithm_registry_suggests_names():
     with pytest.raises(KeyError, match="ppo"):
         get_algo("ppoo")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(("env_id", "target"), [("CartPole-v1", 475.0), ("Pendulum-v1", -200.0)])
+def test_ppo_reaches_the_standard_score(tmp_path, env_id, target, seed):
+    report = podium.train(env_id, "ppo", target=target, seconds=180, seed=seed, run_dir=tmp_path, **FAST)
+    assert report.reached_target, f"best {report.score_mean:.1f} after {report.steps} steps"
+    # the saved best snapshot scores as well on fresh evaluation episodes (32 of them)
+    mean, _ = podium.load(tmp_path).evaluate(episodes=32, seed=123)
+    assert mean >= target - (25 if env_id == "CartPole-v1" else 60)

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import gymnasium as gym
 import torch
+from pydantic import Field
 from torch import nn
 
 from podium.algos.base import Agent, AgentConfig, register_algo
@@ -32,8 +33,11 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 class PPOConfig(AgentConfig):
     """PPO hyperparameters. Defaults suit tens to thousands of sub-envs on classic control."""
 
-    num_steps: int = 32
+    num_steps: int = Field(default=32, gt=0)
     """Env steps per sub-env per rollout (the rollout holds ``num_steps * num_envs`` transitions)."""
+    rollout_size: int | None = Field(default=None, gt=0)
+    """If set, the rollout's total size instead: ``num_steps = ceil(rollout_size / num_envs)``, so the
+    same setting works with 4 or 4,096 sub-envs."""
     learning_rate: float = 3e-4
     """Adam step size for actor and critic."""
     anneal_lr: bool = False
@@ -152,11 +156,13 @@ class PPO(Agent):
     # ----------------------------------------------------------------- worker side
     @property
     def rollout_steps(self) -> int:
+        if self.config.rollout_size is not None:
+            return -(-self.config.rollout_size // self.num_envs)  # ceil
         return self.config.num_steps
 
     def make_buffer(self) -> RolloutBuffer:
         shape, dtype = ((), torch.long) if self.discrete else ((self.action_dim,), torch.float32)
-        return RolloutBuffer(self.config.num_steps, self.num_envs, self.obs_dim, shape, dtype, self.device)
+        return RolloutBuffer(self.rollout_steps, self.num_envs, self.obs_dim, shape, dtype, self.device)
 
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
