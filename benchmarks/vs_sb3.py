@@ -175,7 +175,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--cap", type=float, default=120.0, help="wall-clock cap per run, seconds")
-    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads for both libraries")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads for SB3 (torch's default here)")
     parser.add_argument("--skip-gym", action="store_true", help="skip the podium-on-gymnasium-env runs")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -184,7 +184,8 @@ def main() -> None:
     tasks = args.tasks.split(",")
     import stable_baselines3
 
-    machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} ({args.threads} threads), "
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__} (SB3: {args.threads} threads, "
+    machine += "podium pods: their default, 1 thread on CPU), "
     machine += f"SB3 {stable_baselines3.__version__}"
     print(f"machine: {machine}")
     runs: list[Run] = []
@@ -195,6 +196,7 @@ def main() -> None:
                 if contestant == "podium-gym" and args.skip_gym:
                     continue
                 if contestant == "sb3":
+                    torch.set_num_threads(args.threads)  # a pod sets its own thread count; restore SB3's
                     run = run_sb3(task, seed, args.cap)
                 else:
                     run = run_podium(task, seed, args.cap, contestant == "podium-gym", sb3_envs)
