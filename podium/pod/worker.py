@@ -45,16 +45,17 @@ class Worker:
         """Collect ``steps`` (default ``agent.rollout_steps``) batched steps into ``buffer``."""
         env, agent = self.env, self.agent
         steps = agent.rollout_steps if steps is None else steps
-        finished_returns, finished_lengths = [], []
+        returns, lengths, masks = [], [], []
         obs = self.obs
         for _ in range(steps):
             actions, extras = agent.explore(obs)
             next_obs, reward, terminated, truncated, info = env.step(actions)
             agent.record(buffer, obs, actions, extras, reward, next_obs, terminated, truncated, info["final_obs"])
-            done = info["_episode_return"]
-            finished_returns.append(info["episode_return"][done])
-            finished_lengths.append(info["episode_length"][done])
+            returns.append(info["episode_return"])
+            lengths.append(info["episode_length"])
+            masks.append(info["_episode_return"])
             obs = next_obs
         self.obs = obs
-        returns = torch.cat(finished_returns).tolist()
-        return RolloutStats(steps * env.num_envs, returns, torch.cat(finished_lengths).tolist())
+        done = torch.stack(masks)  # [T, N]: select the finished episodes once per rollout, not once per step
+        finished_returns = torch.stack(returns)[done].tolist()
+        return RolloutStats(steps * env.num_envs, finished_returns, torch.stack(lengths)[done].tolist())
