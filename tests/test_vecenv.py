@@ -190,3 +190,12 @@ def test_many_compiled_envs_in_one_process_do_not_exhaust_the_compile_cache():
         env.reset(seed=n)
         obs, *_ = env.step(torch.zeros(n, dtype=torch.long))
         assert obs.shape == (n, 4)
+
+
+def test_set_state_checks_its_shape():
+    env = CartPoleVecEnv(num_envs=3)
+    env.reset(seed=0)
+    env.set_state(torch.zeros(3, 4))
+    assert torch.equal(env.step(torch.zeros(3, dtype=torch.long))[0][:, 0], torch.zeros(3))
+    with pytest.raises(ValueError, match=r"\(3, 4\)"):
+        env.set_state(torch.zeros(2, 4))

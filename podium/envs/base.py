@@ -329,6 +329,24 @@ class TensorVecEnv(VecEnv):
             info[f"_{key}"] = self._all_true
         return obs, reward, terminated, truncated, info
 
+    def set_state(self, state: torch.Tensor) -> None:
+        """Overwrite the physical state of every sub-env with ``state [N, d]``, one row per sub-env in
+        the component order the env's docstring gives (gymnasium's ``env.unwrapped.state`` layout for
+        the classic envs). For tests and scripted starts; call :meth:`reset` first. Envs whose state
+        is more than one tensor define their own ``set_state``.
+
+        Raises:
+            ValueError: ``state`` does not have shape ``[num_envs, d]``, or the env's state has several parts.
+        """
+        if len(self.state) != 1:
+            raise ValueError(f"{type(self).__name__} has a {len(self.state)}-part state (or reset() was not called)")
+        d = self.state[0].shape[0]
+        if tuple(state.shape) != (self.num_envs, d):
+            raise ValueError(
+                f"{type(self).__name__}.set_state expects shape ({self.num_envs}, {d}), got {tuple(state.shape)}"
+            )
+        self.state = (torch.as_tensor(state, device=self.device, dtype=self.dtype).T.contiguous(),)
+
     # ----------------------------------------------------------------- internals
     def _advance_eager(
         self, state: State, actions: torch.Tensor, ep_return: torch.Tensor, ep_length: torch.Tensor

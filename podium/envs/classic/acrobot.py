@@ -64,10 +64,6 @@ class AcrobotVecEnv(TensorVecEnv):
         )
         self._max_vel = torch.tensor([[self.max_vel_1], [self.max_vel_2]], dtype=self.dtype, device=self.device)
 
-    def set_state(self, state: torch.Tensor) -> None:
-        """Overwrite the physical state with ``state [N, 4]`` = ``(theta1, theta2, theta1_dot, theta2_dot)``."""
-        self.state = (state.to(device=self.device, dtype=self.dtype).T.contiguous(),)
-
     def _initial_state(self, k: int) -> State:
         return (self._uniform((4, k), -0.1, 0.1),)
 

@@ -61,10 +61,6 @@ class CartPoleVecEnv(TensorVecEnv):
         limits = [[self.x_threshold], [self.theta_threshold]]
         self._limits = torch.tensor(limits, dtype=self.dtype, device=self.device)
 
-    def set_state(self, state: torch.Tensor) -> None:
-        """Overwrite the physical state with ``state [N, 4]`` (for tests and scripted starts)."""
-        self.state = (state.to(device=self.device, dtype=self.dtype).T.contiguous(),)
-
     def _initial_state(self, k: int) -> State:
         return (self._uniform((4, k), -0.05, 0.05),)
 

@@ -50,10 +50,6 @@ class _MountainCarBase(TensorVecEnv):
         )
         self.goal_velocity = float(goal_velocity)
 
-    def set_state(self, state: torch.Tensor) -> None:
-        """Overwrite the physical state with ``state [N, 2]`` = ``(position, velocity)`` per row."""
-        self.state = (state.to(device=self.device, dtype=self.dtype).T.contiguous(),)
-
     def _initial_state(self, k: int) -> State:
         position = self._uniform((k,), -0.6, -0.4)
         return (torch.stack((position, torch.zeros_like(position))),)

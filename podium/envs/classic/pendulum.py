@@ -63,10 +63,6 @@ class PendulumVecEnv(TensorVecEnv):
         self.g = float(g)
         self._init_high = torch.tensor([[math.pi], [1.0]], dtype=self.dtype, device=self.device)
 
-    def set_state(self, state: torch.Tensor) -> None:
-        """Overwrite the physical state with ``state [N, 2]`` = ``(theta, theta_dot)`` per row."""
-        self.state = (state.to(device=self.device, dtype=self.dtype).T.contiguous(),)
-
     def _initial_state(self, k: int) -> State:
         return (self._uniform((2, k), -1.0, 1.0).mul_(self._init_high),)
 
