@@ -70,6 +70,9 @@ class PodSpec(BaseModel):
     """Evaluate the deterministic policy."""
     checkpoint_every: float = Field(default=30.0, ge=0)
     """Seconds between periodic checkpoints (``last.pt``); 0 = after every learning phase."""
+    snapshot_every: float | None = Field(default=None, gt=0)
+    """Also keep a snapshot ``checkpoints/snapshots/stepNNNNNNNNNNNN.pt`` every this many seconds of training
+    (e.g. to backtest how the policy generalises as training goes on); None = no snapshots."""
     init_checkpoint: str | None = None
     """Start from this checkpoint's networks (e.g. a leaderboard entry); counters start at zero."""
     torch_threads: int | None = Field(default=None, gt=0)

@@ -99,6 +99,37 @@ def test_init_checkpoint_of_another_algorithm_is_refused(tmp_path):
         Pod(PodSpec(env="Pendulum-v1", algo="ppo", steps=10, init_checkpoint=str(tmp_path / "td3.pt")))
 
 
+def test_a_child_pod_keeps_its_own_learning_rates_and_its_parents_weights(tmp_path):
+    parent = podium.train("Pendulum-v1", "td3", steps=2_048, run_dir=tmp_path / "parent", **FAST)
+    spec = PodSpec(
+        env="Pendulum-v1",
+        algo="td3",
+        steps=10,
+        init_checkpoint=parent.checkpoint,
+        hparams={"actor_lr": 1.234e-4, "critic_lr": 5.678e-4},
+    )
+    child = Pod(spec)
+    assert [g["lr"] for g in child.agent.actor_optimizer.param_groups] == [1.234e-4]
+    assert [g["lr"] for g in child.agent.critic_optimizer.param_groups] == [5.678e-4]
+    saved = load_checkpoint(parent.checkpoint)["agent"]
+    assert child.agent.actor_optimizer.state_dict()["state"][0]["step"] == saved["optim.actor"]["state"][0]["step"]
+    for key, value in child.agent.actor.state_dict().items():
+        assert torch.equal(value, saved["module.actor"][key])
+
+
+def test_snapshots_are_kept_at_the_requested_interval_and_survive_resume(tmp_path):
+    report = podium.train("CartPole-v1", "ppo", seconds=1.5, snapshot_every=0.3, run_dir=tmp_path / "r", **FAST)
+    snaps = sorted((tmp_path / "r" / "checkpoints" / "snapshots").glob("step*.pt"))
+    assert len(snaps) >= 3
+    times = [load_checkpoint(p)["counters"]["wall_time"] for p in snaps]
+    assert times == sorted(times) and times[-1] <= report.wall_time
+    steps = [load_checkpoint(p)["counters"]["steps"] for p in snaps]
+    assert [int(p.stem[4:]) for p in snaps] == steps
+    podium.train(resume=tmp_path / "r", seconds=2.5)
+    later = sorted((tmp_path / "r" / "checkpoints" / "snapshots").glob("step*.pt"))
+    assert later[: len(snaps)] == snaps and len(later) > len(snaps)
+
+
 @pytest.mark.parametrize(
     ("fields", "match"),
     [

@@ -164,8 +164,13 @@ class Agent(ABC):
             for key, obj in items.items():
                 if f"{kind}.{key}" not in state:
                     raise ValueError(f"checkpoint has no '{kind}.{key}' for {self.name}; is it from another algorithm?")
+                # optimiser hyperparameters (lr, betas, ...) come from this agent's config, not the file:
+                # a child pod starting from its parent's checkpoint runs with its own (mutated) values
+                hypers = [{k: v for k, v in g.items() if k != "params"} for g in getattr(obj, "param_groups", [])]
                 try:
                     obj.load_state_dict(state[f"{kind}.{key}"])
+                    for group, own in zip(getattr(obj, "param_groups", []), hypers, strict=True):
+                        group.update(own)
                 except (RuntimeError, ValueError, KeyError) as exc:
                     raise ValueError(
                         f"checkpoint part '{kind}.{key}' does not fit this {self.name} agent: {exc}"

@@ -5,6 +5,7 @@
     RUN_DIR/spec.yaml                 the spec it was started with
     RUN_DIR/checkpoints/last.pt       periodic checkpoint (networks, optimisers, normalisers, counters)
     RUN_DIR/checkpoints/best.pt       the best evaluated snapshot
+    RUN_DIR/checkpoints/snapshots/    optional snapshots every ``spec.snapshot_every`` seconds of training
     RUN_DIR/curve.csv, curve.png      learning curve: evaluation score vs env steps and vs seconds
     RUN_DIR/metrics.csv, RUN_DIR/tb/  training scalars (CSV and TensorBoard)
 
@@ -103,7 +104,9 @@ class Pod:
         progress: show a live progress bar (steps/s and the latest evaluation score).
     """
 
-    def __init__(self, spec: PodSpec, run_dir: str | Path | None = None, progress: bool = False) -> None:
+    def __init__(
+        self, spec: PodSpec, run_dir: str | Path | None = None, progress: bool = False, *, _load_init: bool = True
+    ) -> None:
         self.spec = spec
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(spec)
         self.progress = progress
@@ -131,7 +134,8 @@ class Pod:
         self.steps_to_target: int | None = None
         self.train_time_to_target: float | None = None
         self._next_eval = spec.eval_every
-        if spec.init_checkpoint:
+        self._next_snapshot = spec.snapshot_every or math.inf
+        if spec.init_checkpoint and _load_init:
             payload = load_checkpoint(spec.init_checkpoint, map_location=self.env.device)
             self._check_algo(payload, spec.init_checkpoint)
             self.agent.load_state_dict(payload["agent"])
@@ -143,7 +147,7 @@ class Pod:
         run_dir = Path(run_dir)
         payload = load_checkpoint(run_dir / "checkpoints" / "last.pt")
         spec = PodSpec(**{**payload["spec"], **{k: v for k, v in overrides.items() if v is not None}})
-        pod = cls(spec, run_dir, progress)
+        pod = cls(spec, run_dir, progress, _load_init=False)  # last.pt supersedes the initial checkpoint
         pod._check_algo(payload, run_dir / "checkpoints" / "last.pt")
         pod.agent.load_state_dict(payload["agent"])
         c = payload["counters"]
@@ -151,6 +155,7 @@ class Pod:
         pod.eval_time = float(c.get("eval_time", 0.0))
         pod.best_mean, pod.best_std = float(c["best_mean"]), float(c["best_std"])
         pod._next_eval = int(c["next_eval"])
+        pod._next_snapshot = float(c.get("next_snapshot", spec.snapshot_every or math.inf))
         pod.time_to_target = c.get("time_to_target")
         pod.steps_to_target = c.get("steps_to_target")
         pod.train_time_to_target = c.get("train_time_to_target")
@@ -177,6 +182,7 @@ class Pod:
                 "best_mean": self.best_mean,
                 "best_std": self.best_std,
                 "next_eval": self._next_eval,
+                "next_snapshot": self._next_snapshot,
                 "time_to_target": self.time_to_target,
                 "steps_to_target": self.steps_to_target,
                 "train_time_to_target": self.train_time_to_target,
@@ -250,6 +256,10 @@ class Pod:
                     last_eval = evaluator.evaluate(agent)
                     self.wall_time = base_wall + time.perf_counter() - start
                     self._record_eval(last_eval, curve, logger)
+                if self.wall_time >= self._next_snapshot:
+                    while self._next_snapshot <= self.wall_time:
+                        self._next_snapshot += spec.snapshot_every or math.inf
+                    self.save(f"snapshots/step{self.steps:012d}")
                 if progress is not None:
                     progress.update(self.steps, self.wall_time, scalars["charts/SPS"], last_eval, self.best_mean)
                 stop = self._budget_left(start, base_wall)
