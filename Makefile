@@ -1,6 +1,7 @@
 # podium — the two commands of the README live here.
 #   make demo   create .venv, install podium, run the main job on the embedded default
-#   make test   install the test extras and run the default test suite (what CI runs)
+#   make test   install the test extras (and Debian's PostgreSQL server if missing, for the leaderboard
+#               tests, which start their own server on 127.0.0.1) and run the default test suite (what CI runs)
 # torch is installed first and pinned (a CPU wheel exists on our machines); override it, e.g.
 #   make demo TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
 PYTHON ?= python3
@@ -27,6 +28,7 @@ demo: $(STAMP)
 	$(VENV)/bin/podium demo
 
 test: $(STAMP)
+	bash scripts/ensure-postgres.sh
 	$(VENV)/bin/ruff check podium tests benchmarks
 	$(VENV)/bin/python -m pytest
 

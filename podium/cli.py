@@ -46,8 +46,8 @@ def envs_command() -> None:
     console.print("Any other gymnasium id (e.g. LunarLander-v3) runs through podium.envs.GymVecEnv.")
 
 
-@app.command("demo")
-def demo_command(
+@app.command("throughput")
+def throughput_command(
     env_id: Annotated[str, typer.Option("--env", help="environment id")] = "CartPole-v1",
     num_envs: Annotated[int, typer.Option("--num-envs", "-n", help="number of sub-environments")] = 4096,
     seconds: Annotated[float, typer.Option(help="how long to step, in seconds")] = 3.0,
@@ -75,7 +75,7 @@ def demo_command(
         u = torch.rand((num_envs, *space.shape), generator=gen, device=env.device)
         return low + u * (high - low)
 
-    console.print(f"[bold]podium demo[/]: {env!r}, random actions for {seconds:.1f} s")
+    console.print(f"[bold]podium throughput[/]: {env!r}, random actions for {seconds:.1f} s")
     for _ in range(10):  # warm-up
         env.step(random_actions())
     steps, episodes, returns = 0, 0, 0.0
@@ -181,6 +181,186 @@ def eval_command(
     except (CheckpointError, ValueError, KeyError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
     console.print(f"{policy}: [bold]{mean:.2f} ± {std:.2f}[/] over {episodes} episodes")
+
+
+# --------------------------------------------------------------------------- tournament
+def _tournament_errors() -> tuple[type[BaseException], ...]:
+    from podium.config import ConfigError
+    from podium.store import CheckpointError
+    from podium.tournament import DatabaseError
+
+    return (ConfigError, DatabaseError, CheckpointError)
+
+
+def _print_tournament(report: object) -> None:
+    from podium.tournament.view import leaderboard_table
+
+    r = report  # TournamentReport
+    console.print(leaderboard_table(r.entries, f"leaderboard of {r.run_dir}"))  # type: ignore[attr-defined]
+    if r.lineage:  # type: ignore[attr-defined]
+        chain = " <- ".join(f"{p['id']} ({p['algo']}, {p['score_mean']:.1f})" for p in r.lineage)  # type: ignore[attr-defined]
+        console.print(f"champion lineage: {chain}")
+    ttt = f", target reached after {r.time_to_target:.1f} s" if r.time_to_target is not None else ""  # type: ignore[attr-defined]
+    console.print(
+        f"stopped: {r.message} after {r.elapsed:.1f} s{ttt}; "  # type: ignore[attr-defined]
+        f"{r.pods_started} pods ({r.pods_failed} failed), {r.total_steps:,} env steps. "  # type: ignore[attr-defined]
+        f"Report: {r.run_dir}/report.json, progress.png, champion.png"  # type: ignore[attr-defined]
+    )
+
+
+@app.command("tournament")
+def tournament_command(
+    config: Annotated[str, typer.Argument(help="tournament YAML file, or the word 'resume'", metavar="CONFIG|resume")],
+    resume_dir: Annotated[
+        str | None, typer.Argument(help="with 'resume': the run directory", metavar="[RUN_DIR]")
+    ] = None,
+    backend: Annotated[str | None, typer.Option(help="inline (this process) or process (subprocesses)")] = None,
+    pods: Annotated[int | None, typer.Option(help="most pods at once (pool.max)")] = None,
+    db: Annotated[str | None, typer.Option(help="leaderboard database URL (default: SQLite in the run dir)")] = None,
+    run_dir: Annotated[str | None, typer.Option(help="output directory")] = None,
+    seconds: Annotated[float | None, typer.Option(help="time budget (overrides the config)")] = None,
+    steps: Annotated[int | None, typer.Option(help="env-step budget (overrides the config)")] = None,
+    target: Annotated[float | None, typer.Option(help="target score (overrides the config)")] = None,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="live view")] = None,
+    force: Annotated[bool, typer.Option(help="resume: take over from an orchestrator that looks alive")] = False,
+) -> None:
+    """Run a tournament: a pool of pods trains, a leaderboard keeps the best (``podium tournament CONFIG.yaml``);
+    continue one after a crash or to extend it (``podium tournament resume RUN_DIR``)."""
+    from podium.tournament import load_tournament_config, resume_tournament
+    from podium.tournament.orchestrator import Orchestrator
+
+    try:
+        if config == "resume":
+            if resume_dir is None:
+                raise _fail("usage: podium tournament resume RUN_DIR")
+            if db is not None or pods is not None or run_dir is not None:
+                raise _fail(
+                    "--db, --pods and --run-dir cannot change when resuming; they are in RUN_DIR/tournament.yaml"
+                )
+            report = resume_tournament(
+                resume_dir, backend=backend, progress=progress, force=force, seconds=seconds, steps=steps, target=target
+            )
+        else:
+            if resume_dir is not None:
+                raise _fail(f"unexpected argument {resume_dir!r}; did you mean: podium tournament resume {resume_dir}")
+            from podium.config import load_yaml
+
+            pool = None
+            if pods is not None:
+                pool = dict(load_yaml(config).get("pool") or {})
+                pool["max"], pool["min"] = pods, min(pool.get("min", 1), pods)
+            cfg = load_tournament_config(
+                config, pool=pool, db=db, backend=backend, seconds=seconds, steps=steps, target=target
+            )
+            report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
+    except _tournament_errors() as exc:
+        raise _fail(str(exc)) from exc
+    _print_tournament(report)
+    if report.stop_reason == "failures":
+        raise typer.Exit(code=1)
+
+
+@app.command("leaderboard")
+def leaderboard_command(
+    run_dir: Annotated[str, typer.Argument(help="a tournament's run directory")],
+    history: Annotated[bool, typer.Option(help="also list every result the updater received")] = False,
+    lineage: Annotated[str | None, typer.Option(help="show this pod's ancestry (e.g. the champion's id)")] = None,
+) -> None:
+    """Print a tournament's leaderboard: rank, algo, score, steps, parent."""
+    from podium.tournament.orchestrator import open_leaderboard
+    from podium.tournament.view import leaderboard_table
+
+    try:
+        board = open_leaderboard(run_dir)
+        entries = board.entries()
+        info = board.info()
+        console.print(
+            leaderboard_table(entries, f"leaderboard of {run_dir} ({info['status']}, {info['elapsed']:.0f} s)")
+        )
+        if history:
+            table = Table(title="history")
+            for col in ("elapsed s", "pod", "algo", "outcome", "rank", "score", "steps", "error"):
+                table.add_column(col)
+            for h in board.history():
+                score = f"{h['score_mean']:.1f} ± {h['score_std']:.1f}" if h["score_mean"] is not None else "-"
+                table.add_row(
+                    f"{h['elapsed']:.0f}",
+                    h["pod_id"],
+                    h["algo"],
+                    h["outcome"],
+                    str(h["rank"] or "-"),
+                    score,
+                    f"{h['steps']:,}" if h["steps"] else "-",
+                    h["error"] or "",
+                )
+            console.print(table)
+        if lineage is not None:
+            try:
+                chain = board.lineage(lineage)
+            except KeyError as exc:
+                raise _fail(str(exc.args[0])) from exc
+            for p in chain:
+                score = f"{p.score_mean:.1f}" if p.score_mean is not None else "-"
+                console.print(f"{p.id} {p.algo} score {score} parent {p.parent_id or '-'} hparams {p.hparams}")
+        board.close()
+    except _tournament_errors() as exc:
+        raise _fail(str(exc)) from exc
+
+
+@app.command("backtest")
+def backtest_command(
+    path: Annotated[str, typer.Argument(help="tournament run dir, pod run dir or checkpoint file")],
+    start: Annotated[str | None, typer.Option(help="first day (default 2016-01-04, the shipped test period)")] = None,
+    end: Annotated[str | None, typer.Option(help="last day (default 2017-11-10)")] = None,
+    top_k: Annotated[int, typer.Option(help="ensemble of the leaderboard's best K (tournaments)")] = 1,
+    out: Annotated[str | None, typer.Option(help="output directory")] = None,
+    initial_cash: Annotated[float | None, typer.Option(help="starting cash in dollars")] = None,
+    generalisation: Annotated[
+        bool, typer.Option(help="also backtest every training snapshot: test return vs training time")
+    ] = False,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps")] = "cpu",
+) -> None:
+    """Backtest a trading policy on later data against buy-and-hold of DIA and of the equal-weight basket:
+    metrics table (empyrical), account-value PNG, daily CSV and trades CSV."""
+    from pathlib import Path
+
+    from podium.finance.backtest import backtest_command as run_backtest
+    from podium.finance.backtest import generalisation_curve
+
+    checkpoints = None
+    try:
+        if (Path(path) / "tournament.yaml").is_file():
+            from podium.tournament import leaderboard
+
+            checkpoints = [e.checkpoint for e in leaderboard(path)]
+        report = run_backtest(
+            path, start, end, top_k, out, initial_cash, checkpoints=checkpoints, device=device, console=console
+        )
+        if generalisation:
+            frame = generalisation_curve(path, report.start, report.end, out_dir=report.out_dir, device=device)
+            console.print(f"generalisation curve: {len(frame)} snapshots -> {report.out_dir}/generalisation.png")
+    except (*_tournament_errors(), ValueError, KeyError, FileNotFoundError) as exc:
+        raise _fail(str(exc.args[0] if exc.args else exc)) from exc
+
+
+@app.command("demo")
+def demo_command(
+    run_dir: Annotated[str | None, typer.Option(help="output directory")] = None,
+    seconds: Annotated[float, typer.Option(help="time budget of the tournament")] = 90.0,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="live view")] = None,
+) -> None:
+    """The main job on the embedded default: a short PPO/SAC/TD3 tournament on Pendulum with local
+    subprocesses and a SQLite leaderboard; prints the leaderboard."""
+    from podium.tournament import TournamentConfig
+    from podium.tournament.config import DEMO_CONFIG
+    from podium.tournament.orchestrator import Orchestrator
+
+    cfg = TournamentConfig(**{**DEMO_CONFIG, "seconds": seconds})
+    try:
+        report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
+    except _tournament_errors() as exc:
+        raise _fail(str(exc)) from exc
+    _print_tournament(report)
 
 
 def main() -> None:

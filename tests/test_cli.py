@@ -9,14 +9,14 @@ from podium.cli import app
 runner = CliRunner()
 
 
-def test_demo_prints_throughput():
-    result = runner.invoke(app, ["demo", "--num-envs", "256", "--seconds", "0.3"])
+def test_throughput_prints_steps_per_second():
+    result = runner.invoke(app, ["throughput", "--num-envs", "256", "--seconds", "0.3"])
     assert result.exit_code == 0, result.output
     assert "steps/s" in result.output and "256" in result.output
 
 
-def test_demo_unknown_env_is_a_clear_error():
-    result = runner.invoke(app, ["demo", "--env", "CartPol-v1"])
+def test_throughput_unknown_env_is_a_clear_error():
+    result = runner.invoke(app, ["throughput", "--env", "CartPol-v1"])
     assert result.exit_code == 2
     assert "CartPole-v1" in result.output
 

@@ -140,6 +140,12 @@ class VecEnv(gym.vector.VectorEnv):
         self.default_seed: int | None = None  # used by the first reset() that gets no seed (see make())
         self._seeded = False
 
+    @property
+    def max_return(self) -> float | None:
+        """The highest episode return this env can give (``None`` = unknown or unbounded). Used to reject
+        a target score no policy can reach, such as a positive target on an env whose rewards are <= 0."""
+        return None
+
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release by default: the state is plain tensors."""
 

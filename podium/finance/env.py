@@ -45,9 +45,10 @@ shipped data the market features lie within about ±7 (mostly within ±3); ``hol
 with the position (about 3.4 for $1M spread evenly over the 29 stocks at $100 a share).
 
 **info** (both envs, besides the base :class:`~podium.envs.base.VecEnv` keys): ``account_value``
-(dollars, after the step), ``cash`` (dollars), ``day`` (index into ``env.market.dates`` of the day
-the account has reached) and ``transaction_cost`` (dollars paid this step). For a sub-env whose
-episode just ended they describe the final day of that episode, not the reset account.
+(dollars, after the step), ``cash`` (dollars), ``holdings`` (shares held after the step's trades),
+``day`` (index into ``env.market.dates`` of the day the account has reached) and ``transaction_cost``
+(dollars paid this step). For a sub-env whose episode just ended they describe the final day of that
+episode, not the reset account.
 
 **Differences from FinRL's StockTradingEnv**, on purpose: unaffordable buys are scaled down
 together (FinRL buys greedily in order of action size, so the last stocks get nothing); the
@@ -266,11 +267,12 @@ class StockTradingVecEnv(TensorVecEnv):
 
     # ----------------------------------------------------------------- API
     def _step_info(self, state: State) -> dict[str, torch.Tensor]:
-        """``info`` entries describing each account right after the step, before any auto-reset
-        (each ``[N]``): ``account_value``, ``cash`` and ``transaction_cost`` (dollars, in ``self.dtype``;
-        the cost is what this step paid) and ``day`` (int64)."""
-        cash, _, day, value, fee = state
-        return {"account_value": value, "cash": cash, "day": day, "transaction_cost": fee}
+        """``info`` entries describing each account right after the step, before any auto-reset:
+        ``account_value``, ``cash`` and ``transaction_cost`` (``[N]`` dollars, in ``self.dtype``; the
+        cost is what this step paid), ``holdings`` (``[N, S]`` shares after the step's trades, a
+        transposed view of the state) and ``day`` (``[N]`` int64)."""
+        cash, holdings, day, value, fee = state
+        return {"account_value": value, "cash": cash, "holdings": holdings.T, "day": day, "transaction_cost": fee}
 
     def set_state(self, cash: torch.Tensor, holdings: torch.Tensor, day: torch.Tensor) -> None:
         """Overwrite the accounts (after ``reset``): ``cash [N]`` dollars, ``holdings [N, S]`` shares,
@@ -464,6 +466,7 @@ class StockTradingEnv(gym.Env):
         return {
             "account_value": self.account_value,
             "cash": self.cash,
+            "holdings": self.holdings.copy(),
             "day": self.day,
             "date": self.data["date"].iloc[0],
             "transaction_cost": transaction_cost,

@@ -42,6 +42,10 @@ class AcrobotVecEnv(TensorVecEnv):
     max_vel_1 = 4 * math.pi
     max_vel_2 = 9 * math.pi
 
+    @property
+    def max_return(self) -> float:
+        return 0.0  # -1 per step until the goal
+
     def __init__(
         self,
         num_envs: int = 1,

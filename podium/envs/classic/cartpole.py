@@ -37,6 +37,10 @@ class CartPoleVecEnv(TensorVecEnv):
     theta_threshold = 12 * 2 * math.pi / 360
     x_threshold = 2.4
 
+    @property
+    def max_return(self) -> float | None:
+        return float(self.max_episode_steps) if self.max_episode_steps else None  # +1 per step
+
     def __init__(
         self,
         num_envs: int = 1,

@@ -90,6 +90,10 @@ class MountainCarVecEnv(_MountainCarBase):
 
     force = 0.001
 
+    @property
+    def max_return(self) -> float:
+        return 0.0  # -1 per step until the goal
+
     def __init__(
         self,
         num_envs: int = 1,
@@ -141,6 +145,10 @@ class MountainCarContinuousVecEnv(_MountainCarBase):
     goal_position = 0.45
     power = 0.0015
     max_action = 1.0
+
+    @property
+    def max_return(self) -> float:
+        return 100.0  # +100 at the goal, minus the (non-negative) cost of throttle
 
     def __init__(
         self,

@@ -39,6 +39,10 @@ class PendulumVecEnv(TensorVecEnv):
     mass = 1.0
     length = 1.0
 
+    @property
+    def max_return(self) -> float:
+        return 0.0  # every reward is a cost, <= 0
+
     def __init__(
         self,
         num_envs: int = 1,

@@ -1,0 +1,210 @@
+"""Process backend: every pod is a local subprocess (the embedded default).
+
+Each pod runs ``python -m podium.tournament.backends.process POD_RUN_DIR``, reading its job from
+``POD_RUN_DIR/job.json`` and writing ``report.json`` (finished) or ``error.txt`` (failed); its output
+goes to ``POD_RUN_DIR/pod.log``. CPU pods pin their torch/OpenMP threads to ``ceil(cpus_per_pod)`` so
+the pool does not oversubscribe the cores; GPU pods are spread over the visible GPUs.
+
+Pods run in their own session: Ctrl-C in the terminal reaches the orchestrator, which stops them in
+order. A pod that outlives a killed orchestrator is adopted by the next one (``podium tournament
+resume``) if it is still running.
+
+Resources are the CPU cores this process may use (its affinity mask: ``taskset -p`` on the
+orchestrator, or a container's CPU set, resizes the pool while it runs) and the visible GPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from podium.config import PodSpec
+from podium.tournament.backends import (
+    Backend,
+    PodJob,
+    PodOutcome,
+    Resources,
+    local_cpus,
+    local_gpus,
+    read_report,
+    run_job,
+)
+
+__all__ = ["ProcessBackend"]
+
+
+@dataclass
+class _Running:
+    job_dir: Path
+    pid: int
+    popen: subprocess.Popen | None  # None for an adopted pod (started by an earlier orchestrator)
+    gpu: int | None
+
+
+class ProcessBackend(Backend):
+    """Runs each pod in a subprocess of this machine.
+
+    Args:
+        cpus_per_pod: threads a CPU pod may use (its torch and OpenMP thread count).
+        resources: override what :meth:`resources` reports (fixed, or a function); default: the
+            affinity mask's cores and the visible GPUs.
+    """
+
+    name = "process"
+
+    def __init__(self, cpus_per_pod: float = 1.0, resources: Resources | None = None) -> None:
+        self.threads = max(1, math.ceil(cpus_per_pod))
+        self._resources = resources
+        self._running: dict[str, _Running] = {}
+        self._host = socket.gethostname()
+
+    def resources(self) -> Resources:
+        if self._resources is not None:
+            return self._resources() if callable(self._resources) else self._resources
+        return Resources(cpus=local_cpus(), gpus=local_gpus())
+
+    def submit(self, job: PodJob) -> str:
+        run_dir = Path(job.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("report.json", "error.txt"):
+            (run_dir / stale).unlink(missing_ok=True)
+        (run_dir / "job.json").write_text(
+            json.dumps({"pod_id": job.pod_id, "spec": job.spec.model_dump(mode="json"), "resume": job.resume})
+        )
+        env = dict(os.environ)
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = str(self.threads)
+        gpu = None
+        if job.spec.device.startswith("cuda") and local_gpus() > 0:
+            used = [r.gpu for r in self._running.values() if r.gpu is not None]
+            gpu = min(range(local_gpus()), key=used.count)
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        with open(run_dir / "pod.log", "ab") as log:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "podium.tournament.backends.process", str(run_dir.resolve())],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        self._running[job.pod_id] = _Running(run_dir, popen.pid, popen, gpu)
+        return f"{self._host}:{popen.pid}"
+
+    def adopt(self, pod_id: str, handle: str, run_dir: Path) -> bool:
+        host, _, pid_text = handle.rpartition(":")
+        if host != self._host or not pid_text.isdigit():
+            return False
+        pid = int(pid_text)
+        if not _is_pod_process(pid, Path(run_dir)):
+            return False
+        self._running[pod_id] = _Running(Path(run_dir), pid, None, None)
+        return True
+
+    def poll(self, timeout: float) -> list[PodOutcome]:
+        deadline = time.monotonic() + timeout
+        while True:
+            done = []
+            for pod_id, run in list(self._running.items()):
+                if run.popen is not None:
+                    code = run.popen.poll()
+                    if code is None:
+                        continue
+                elif _alive(run.pid):
+                    continue
+                else:
+                    code = None  # an adopted pod: its exit status went to the orchestrator that started it
+                del self._running[pod_id]
+                done.append(_outcome(pod_id, run.job_dir, code))
+            if done or time.monotonic() >= deadline:
+                return done
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+    def cancel(self, pod_id: str) -> None:
+        run = self._running.pop(pod_id, None)
+        if run is not None:
+            _stop(run)
+
+    def shutdown(self) -> None:
+        for pod_id in list(self._running):
+            self.cancel(pod_id)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def _is_pod_process(pid: int, run_dir: Path) -> bool:
+    """Whether ``pid`` is a live pod process of ``run_dir`` (and not a recycled pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, PermissionError):
+        return False
+    return _alive(pid) and str(run_dir.resolve()).encode() in cmdline
+
+
+def _stop(run: _Running, grace: float = 5.0) -> None:
+    """SIGTERM the pod's process group, then SIGKILL whatever is left after ``grace`` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(run.pid, sig)
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
+            if run.popen is not None and run.popen.poll() is not None:
+                return
+            if run.popen is None and not _alive(run.pid):
+                return
+            time.sleep(0.05)
+
+
+def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
+    report = read_report(run_dir)
+    if report is not None:
+        return PodOutcome(pod_id, report)
+    if code is None:
+        return PodOutcome(pod_id, None, "the pod process (adopted after a restart) ended without a report")
+    if code < 0:
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        return PodOutcome(pod_id, None, f"the pod process was killed by {name}")
+    error = run_dir / "error.txt"
+    if error.is_file():
+        lines = [ln for ln in error.read_text().strip().splitlines() if ln.strip()]
+        return PodOutcome(pod_id, None, lines[-1] if lines else f"exit code {code}")
+    log = run_dir / "pod.log"
+    tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
+    return PodOutcome(
+        pod_id, None, f"the pod process exited with code {code} and no report" + (f": {tail[0]}" if tail else "")
+    )
+
+
+def main(run_dir: str) -> int:
+    """Entry point of a pod subprocess: run the job in ``run_dir``; 0 = report written, 1 = failed."""
+    path = Path(run_dir)
+    try:
+        job = json.loads((path / "job.json").read_text())
+        spec = PodSpec(**job["spec"])
+        run_job(PodJob(job["pod_id"], spec, path, bool(job.get("resume"))))
+    except Exception:
+        (path / "error.txt").write_text(traceback.format_exc())
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # exit cleanly (checkpoints are atomic anyway)
+    sys.exit(main(sys.argv[1]))

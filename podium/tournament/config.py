@@ -1,0 +1,216 @@
+"""Typed configuration of a tournament (YAML or Python), validated before any pod starts.
+
+A minimal config::
+
+    env: Pendulum-v1
+    algos: {ppo: 1, sac: 1, td3: 1}    # the pool's mix, as a ratio
+    target: -200                       # stop when the leaderboard's best evaluation reaches this
+    seconds: 300                       # ... or after this much wall-clock time
+    pod: {seconds: 20}                 # each pod trains this long, reports, and makes room for the next
+
+Everything else has a documented default; unknown fields are rejected with their name.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from podium.config import ConfigError, PodSpec, load_yaml, validation_message
+
+__all__ = ["GeneratorConfig", "PoolConfig", "TournamentConfig", "load_tournament_config"]
+
+# PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
+_OWNED_POD_FIELDS = ("env", "env_kwargs", "algo", "hparams", "seed", "init_checkpoint", "target")
+
+DEFAULT_MUTABLE: dict[str, tuple[str, ...]] = {
+    "ppo": ("learning_rate", "ent_coef", "clip_coef"),
+    "sac": ("actor_lr", "critic_lr", "tau"),
+    "td3": ("actor_lr", "critic_lr", "tau", "exploration_noise"),
+    "ddpg": ("actor_lr", "critic_lr", "tau", "exploration_noise"),
+    "dqn": ("learning_rate",),
+    "d3qn": ("learning_rate",),
+}
+"""Hyperparameters the generator perturbs by default, per algorithm (all safe to scale multiplicatively)."""
+
+
+DEMO_CONFIG: dict[str, Any] = {
+    "env": "Pendulum-v1",
+    "algos": {"ppo": 1, "sac": 1, "td3": 1},
+    "target": -150.0,
+    "seconds": 90.0,
+    "pod": {"seconds": 12.0, "eval_every": 4096},
+    "pool": {"max": 4},
+}
+"""``podium demo``: a short mixed tournament on Pendulum (the same as ``examples/pendulum.yaml``, shorter)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class PoolConfig(_Strict):
+    """Size of the training pool. The orchestrator runs ``floor(free CPUs / cpus_per_pod)`` pods (and the
+    same for GPUs when ``gpus_per_pod > 0``), clamped to ``[min, max]``, and follows the backend's
+    resources while the tournament runs."""
+
+    min: int = Field(default=1, ge=1)
+    """Never fewer pods than this (even on a machine that looks too small)."""
+    max: int = Field(default=8, ge=1)
+    """Never more pods than this."""
+    cpus_per_pod: float = Field(default=1.0, gt=0)
+    """CPU cores one pod needs; a CPU pod pins its torch threads to ``ceil(cpus_per_pod)``."""
+    gpus_per_pod: float = Field(default=0.0, ge=0)
+    """GPUs one pod needs (fractions share a GPU); 0 = CPU pods."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PoolConfig:
+        if self.min > self.max:
+            raise ValueError(f"pool.min ({self.min}) is larger than pool.max ({self.max}); lower min or raise max")
+        return self
+
+
+class GeneratorConfig(_Strict):
+    """How the generator seeds new pods."""
+
+    explore: float = Field(default=0.2, ge=0, le=1)
+    """Probability of a fresh pod (new seed, base hyperparameters) once the leaderboard has entries of
+    the algorithm chosen; otherwise the new pod continues a leaderboard entry with mutated hyperparameters."""
+    parent: Literal["rank", "uniform", "best"] = "rank"
+    """Choice of parent among the leaderboard entries of the chosen algorithm: ``rank`` = weight 1/rank,
+    ``uniform`` = any entry, ``best`` = always the top one."""
+    mutation_scale: float = Field(default=1.5, ge=1)
+    """A mutated value is multiplied by a factor drawn log-uniformly from ``[1/scale, scale]``."""
+    mutation_prob: float = Field(default=0.8, ge=0, le=1)
+    """Probability that each mutable hyperparameter is perturbed in a child."""
+    mutate: dict[str, list[str]] = Field(default_factory=dict)
+    """Mutable hyperparameters per algorithm, e.g. ``{sac: [actor_lr, critic_lr]}``; algorithms not
+    listed use :data:`DEFAULT_MUTABLE`. Values are kept inside the field's valid range."""
+
+
+class TournamentConfig(_Strict):
+    """A tournament: a pool of pods training asynchronously, a leaderboard keeping the best."""
+
+    env: str = "Pendulum-v1"
+    """Environment id (podium tensor-native or gymnasium)."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments for the environment."""
+    algos: dict[str, float] = Field(default_factory=lambda: {"ppo": 1.0, "sac": 1.0, "td3": 1.0})
+    """The pool's algorithm mix as a ratio, e.g. ``{ppo: 1, sac: 1, td3: 1}``; a child inherits its
+    parent's algorithm, so the ratio holds for every pod started."""
+    hparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Base hyperparameters per algorithm (over the presets), e.g. ``{sac: {batch_size: 256}}``."""
+    pod: dict[str, Any] = Field(default_factory=lambda: {"seconds": 20.0})
+    """:class:`~podium.config.PodSpec` fields for every pod: its budget per round (``seconds``/``steps``),
+    ``num_envs``, ``eval_episodes``, ``eval_every``, ``device``, ... (not env/algo/hparams/seed/target)."""
+    target: float | None = None
+    """Stop when the leaderboard's best evaluation mean reaches this."""
+    seconds: float | None = Field(default=None, gt=0)
+    """Wall-clock budget of the whole tournament (summed over resumes)."""
+    steps: int | None = Field(default=None, gt=0)
+    """Env-step budget of the whole tournament (all pods together)."""
+    leaderboard_size: int = Field(default=8, ge=1)
+    """Entries kept on the leaderboard (top-K by evaluation mean, ties by lower std)."""
+    pool: PoolConfig = Field(default_factory=PoolConfig)
+    """Training-pool size (elastic)."""
+    generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    """How new pods are made."""
+    max_failures: int = Field(default=5, ge=1)
+    """Stop after this many pod failures in a row (a pod that crashes at start must not spin forever)."""
+    backend: Literal["inline", "process"] = "process"
+    """Where pods run: ``process`` (local subprocesses, the default) or ``inline`` (this process, one
+    pod at a time; for tests and debugging)."""
+    db: str | None = None
+    """Leaderboard database URL (SQLAlchemy). Default: ``sqlite:///RUN_DIR/leaderboard.db``. PostgreSQL:
+    ``postgresql://user:password@host:5432/dbname``."""
+    seed: int = 0
+    """Seeds the generator; pod seeds are derived from it."""
+
+    @field_validator("algos")
+    @classmethod
+    def _valid_ratio(cls, value: dict[str, float]) -> dict[str, float]:
+        from podium.algos import get_algo
+
+        if not value:
+            raise ValueError("no algorithms given: set algos, e.g. {ppo: 1, sac: 1}")
+        out = {}
+        for name, weight in value.items():
+            try:
+                get_algo(name)
+            except KeyError as exc:
+                raise ValueError(exc.args[0]) from None
+            if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
+                raise ValueError(f"the ratio for {name} must be a finite number >= 0, got {weight!r}")
+            out[name.lower()] = float(weight)
+        if sum(out.values()) <= 0:
+            raise ValueError(f"the ratio {value} has no positive weight; give at least one algorithm a weight > 0")
+        return {k: v for k, v in out.items() if v > 0}
+
+    @field_validator("pod")
+    @classmethod
+    def _pod_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
+        owned = [k for k in value if k in _OWNED_POD_FIELDS]
+        if owned:
+            raise ValueError(
+                f"pod.{owned[0]} is set by the tournament itself; set it at the top level "
+                "(env, env_kwargs, algos, hparams, seed, target)"
+            )
+        if "steps" not in value and "seconds" not in value:
+            raise ValueError("give each pod a budget per round: pod.seconds or pod.steps")
+        return value
+
+    @model_validator(mode="after")
+    def _has_budget(self) -> TournamentConfig:
+        if self.target is None and self.seconds is None and self.steps is None:
+            raise ValueError("set at least one of target, seconds or steps, or the tournament would run forever")
+        for algo in self.hparams:
+            if algo not in self.algos:
+                raise ValueError(f"hparams.{algo}: {algo} is not in algos {sorted(self.algos)}")
+        return self
+
+    # ----------------------------------------------------------------- derived
+    def pod_spec(self, algo: str, seed: int, **fields: Any) -> PodSpec:
+        """The :class:`PodSpec` of a pod of ``algo`` (base hyperparameters unless ``hparams`` is given)."""
+        data: dict[str, Any] = {
+            "env": self.env,
+            "env_kwargs": self.env_kwargs,
+            "algo": algo,
+            "hparams": dict(self.hparams.get(algo, {})),
+            "seed": seed,
+            "target": self.target,
+            **self.pod,
+            **fields,
+        }
+        if data.get("num_envs") is None:  # explicit, so that a child (preset off, full hparams) keeps it
+            from podium.algos import get_algo
+            from podium.algos.presets import preset_for
+
+            preset = preset_for(algo, self.env) if self.pod.get("preset", True) else None
+            data["num_envs"] = (preset and preset.num_envs) or get_algo(algo).default_num_envs
+        if "torch_threads" not in data and data.get("device", "cpu") == "cpu":
+            data["torch_threads"] = max(1, math.ceil(self.pool.cpus_per_pod))
+        try:
+            return PodSpec(**data)
+        except ValidationError as exc:
+            raise ConfigError(validation_message(exc, f"pod spec for {algo}")) from None
+
+    def mutable(self, algo: str) -> tuple[str, ...]:
+        """Names of the hyperparameters the generator perturbs for ``algo``."""
+        return tuple(self.generator.mutate.get(algo, DEFAULT_MUTABLE.get(algo, ())))
+
+
+def load_tournament_config(path: str | Path | None = None, **overrides: Any) -> TournamentConfig:
+    """Read a tournament YAML file (optional) and apply keyword overrides (None = not given).
+
+    Raises:
+        ConfigError: the message names the file, the field and the problem.
+    """
+    data: dict[str, Any] = load_yaml(path) if path is not None else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return TournamentConfig(**data)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, str(path) if path else "tournament config")) from None

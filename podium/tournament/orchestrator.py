@@ -1,0 +1,502 @@
+"""Orchestrator: runs a tournament — keeps the training pool full, feeds results to the updater, stops at
+the target, the time budget or the step budget, and writes the final report.
+
+The loop::
+
+    size the pool from backend.resources()           # elastic: follows the resources while it runs
+    shrink: preempt the youngest pods beyond the size  # they keep their checkpoint and resume later
+    grow:   resume a preempted pod, or plan a new one with the generator, and backend.submit() it
+    backend.poll() -> finished/failed pods -> updater  # leaderboard + history in the database
+    stop?  target reached / seconds / steps / too many failures in a row
+
+Everything the loop knows is in the database (see :mod:`podium.tournament.leaderboard`), so an
+orchestrator killed at any moment continues with ``podium tournament resume RUN_DIR``: pods still
+running are adopted, finished ones are collected, the rest resume from their last checkpoint.
+
+A run directory::
+
+    RUN_DIR/tournament.yaml     name, database URL and config (what ``resume`` reads)
+    RUN_DIR/leaderboard.db      the SQLite database (default; PostgreSQL by URL instead)
+    RUN_DIR/pods/p0001/ ...     each pod's run directory (spec, checkpoints, curve, log)
+    RUN_DIR/pool.csv            the pool size over time and the resources it was sized from
+    RUN_DIR/report.json         the final report; progress.png and champion.png plot it
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from podium.config import ConfigError, load_yaml
+from podium.pod import build_agent
+from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, make_backend, read_report
+from podium.tournament.config import TournamentConfig, load_tournament_config
+from podium.tournament.generator import Generator, effective_hparams
+from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url, redact
+from podium.tournament.updater import Updater
+from podium.tournament.view import PoolView
+
+__all__ = ["Orchestrator", "TournamentReport", "open_leaderboard", "preflight"]
+
+MIN_ROUND_SECONDS = 2.0
+"""A new pod is only started if the tournament has at least this many seconds of budget left."""
+STOP_GRACE = 60.0
+"""At the time or step budget, running pods get this long to hand in their (capped) rounds."""
+
+
+class TournamentError(RuntimeError):
+    """The tournament stopped for a reason that needs the user (e.g. every pod fails)."""
+
+
+@dataclass
+class TournamentReport:
+    """The outcome of a tournament.
+
+    Attributes:
+        stop_reason: ``target``, ``seconds``, ``steps``, ``failures`` or ``interrupted``.
+        elapsed: wall-clock seconds the tournament ran (over all resumes).
+        time_to_target: elapsed seconds when the leaderboard first reached the target (None if never).
+        champion: the best leaderboard entry; ``lineage``: its ancestry, champion first.
+        entries: the whole leaderboard, best first.
+        pods_started / pods_failed: counts; ``total_steps``: env steps of all finished pods.
+    """
+
+    run_dir: str
+    name: str
+    stop_reason: str
+    elapsed: float
+    reached_target: bool
+    time_to_target: float | None
+    champion: Entry | None
+    lineage: list[dict[str, Any]]
+    entries: list[Entry]
+    pods_started: int
+    pods_failed: int
+    total_steps: int
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def preflight(config: TournamentConfig) -> None:
+    """Check everything that can be checked before a pod starts: the env exists, every algorithm builds
+    on it with its hyperparameters, mutable names exist, the target is reachable.
+
+    Raises:
+        ConfigError: naming the problem and the fix.
+    """
+    from podium.algos import get_algo
+    from podium.envs import make
+
+    try:
+        env = make(config.env, num_envs=1, device="cpu", **config.env_kwargs)
+    except KeyError as exc:
+        raise ConfigError(f"env: {exc.args[0]}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"env {config.env!r} with env_kwargs {config.env_kwargs}: {exc}") from None
+    try:
+        for algo in config.algos:
+            spec = config.pod_spec(algo, seed=0, device="cpu")
+            try:
+                build_agent(spec, env.single_observation_space, env.single_action_space, 1, env.device)
+            except (ValueError, TypeError) as exc:
+                if isinstance(exc, ConfigError):
+                    raise
+                raise ConfigError(f"algos: {algo} cannot train on {config.env}: {exc}") from None
+            fields = get_algo(algo).Config.model_fields
+            unknown = [n for n in config.mutable(algo) if n not in fields]
+            if unknown:
+                raise ConfigError(
+                    f"generator.mutate.{algo}: {unknown[0]!r} is not a {algo} hyperparameter "
+                    f"(choose from {', '.join(sorted(fields))})"
+                )
+        best = env.max_return
+        if config.target is not None and best is not None and config.target > best:
+            hint = f"; rewards here are <= 0 — did you mean {-config.target:g}?" if best <= 0 < config.target else ""
+            raise ConfigError(
+                f"target {config.target:g} can never be reached on {config.env}: the best possible episode "
+                f"return is {best:g}{hint}"
+            )
+    finally:
+        env.close()
+
+
+def open_leaderboard(run_dir: str | Path) -> Leaderboard:
+    """The leaderboard of the tournament in ``run_dir`` (read from its ``tournament.yaml``).
+
+    Raises:
+        ConfigError: ``run_dir`` holds no tournament.
+        DatabaseError: its database cannot be reached.
+    """
+    meta = _read_meta(Path(run_dir))
+    return Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
+
+
+def _read_meta(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "tournament.yaml"
+    if not path.is_file():
+        raise ConfigError(f"{run_dir} holds no tournament (no tournament.yaml); start one with 'podium tournament'")
+    meta = load_yaml(path)
+    if "name" not in meta or "config" not in meta:
+        raise ConfigError(f"{path} is damaged: it needs 'name' and 'config'")
+    return meta
+
+
+class Orchestrator:
+    """Runs one tournament. Create it with :meth:`start` (new) or :meth:`resume` (continue), then :meth:`run`.
+
+    Args:
+        config: the tournament's config.
+        run_dir: its directory.
+        board: its leaderboard database.
+        backend: where pods run (default: ``config.backend``).
+        progress: live view of the pool (default: when the output is a terminal).
+    """
+
+    def __init__(
+        self,
+        config: TournamentConfig,
+        run_dir: Path,
+        board: Leaderboard,
+        backend: Backend | None = None,
+        progress: bool | None = None,
+    ) -> None:
+        self.config, self.run_dir, self.board = config, run_dir, board
+        self.backend = backend or make_backend(config.backend, **_backend_args(config))
+        self.generator = Generator(config)
+        self.updater = Updater(board, config.leaderboard_size)
+        self.view = PoolView(config, live=progress)
+        self.capacity: int | None = None
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def start(
+        cls,
+        config: TournamentConfig,
+        run_dir: str | Path | None = None,
+        backend: Backend | str | None = None,
+        progress: bool | None = None,
+    ) -> Orchestrator:
+        """Check ``config``, create the run directory and the database entry, and return the orchestrator.
+
+        Raises:
+            ConfigError: bad config or a run directory that already holds a tournament.
+            DatabaseError: the database cannot be reached (nothing has started).
+        """
+        if isinstance(backend, str):
+            config = config.model_copy(update={"backend": backend})
+        preflight(config)
+        run_dir = Path(run_dir) if run_dir is not None else _default_run_dir(config)
+        if (run_dir / "tournament.yaml").exists():
+            raise ConfigError(
+                f"{run_dir} already holds a tournament; continue it with 'podium tournament resume {run_dir}' "
+                "or choose another --run-dir"
+            )
+        created = not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = run_dir.resolve()
+        name = f"{run_dir.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            board = Leaderboard(database_url(config.db, run_dir), name)
+            board.create(config.model_dump(mode="json"))
+        except DatabaseError:
+            if created:
+                for leftover in run_dir.glob("leaderboard.db*"):
+                    leftover.unlink()
+                run_dir.rmdir()
+            raise
+        meta = {"name": name, "db": config.db, "config": config.model_dump(mode="json")}
+        (run_dir / "tournament.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        return cls(config, run_dir, board, backend if isinstance(backend, Backend) else None, progress)
+
+    @classmethod
+    def resume(
+        cls,
+        run_dir: str | Path,
+        backend: Backend | str | None = None,
+        progress: bool | None = None,
+        **budget: Any,
+    ) -> Orchestrator:
+        """Continue the tournament in ``run_dir`` (after a crash, Ctrl-C or to extend it).
+
+        Args:
+            budget: new values for ``seconds``, ``steps``, ``target`` or ``max_failures`` (None = keep).
+        """
+        run_dir = Path(run_dir).resolve()
+        meta = _read_meta(run_dir)
+        changes = {k: v for k, v in budget.items() if v is not None}
+        if isinstance(backend, str):
+            changes["backend"] = backend
+        config = load_tournament_config(None, **{**meta["config"], **changes})
+        board = Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
+        board.info()
+        if changes:
+            board.update_info(config=config.model_dump(mode="json"))
+            meta["config"] = config.model_dump(mode="json")
+            (run_dir / "tournament.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        return cls(config, run_dir, board, backend if isinstance(backend, Backend) else None, progress)
+
+    # ----------------------------------------------------------------- the loop
+    def run(self, force: bool = False) -> TournamentReport:
+        """Run until a stop condition; returns the report (also written to ``RUN_DIR/report.json``).
+
+        Raises:
+            DatabaseError: another orchestrator runs this tournament (``force`` takes over a stale one).
+        """
+        board = self.board
+        board.claim(force=force)
+        info = board.info()
+        self._elapsed0, self._t0 = float(info["elapsed"]), time.monotonic()
+        self._time_to_target = info["time_to_target"]
+        self._failures_in_row = 0
+        self._last_error = ""
+        self._last_beat = 0.0
+        self.view.start(self.run_dir)
+        stop = "interrupted"
+        try:
+            self._reconcile()
+            stop = self._loop()
+        except KeyboardInterrupt:
+            stop = "interrupted"
+        finally:
+            self._wind_down(stop)
+            self.view.stop()
+        report = self._report(stop)
+        board.release("interrupted" if stop == "interrupted" else "finished", stop_reason=stop, elapsed=report.elapsed)
+        board.close()
+        return report
+
+    def elapsed(self) -> float:
+        return self._elapsed0 + time.monotonic() - self._t0
+
+    def _loop(self) -> str:
+        while True:
+            for outcome in self.backend.poll(0.25 if self.backend.name != "inline" else 0.0):
+                self._collect(outcome)
+            self._beat()
+            stop = self._stop_reason()
+            if stop:
+                return stop
+            self._resize()
+            self._fill()
+            self.view.update(self.board, self.elapsed(), self.capacity or 0)
+
+    def _beat(self) -> None:
+        now = time.monotonic()
+        if now - self._last_beat >= 2.0:
+            self.board.heartbeat(self.elapsed())
+            self._last_beat = now
+
+    def _stop_reason(self) -> str | None:
+        c = self.config
+        entries = self.board.entries()
+        if c.target is not None and entries and entries[0].score_mean >= c.target:
+            return "target"
+        if self._failures_in_row >= c.max_failures:
+            return "failures"
+        if c.seconds is not None and self.elapsed() >= c.seconds:
+            return "seconds"
+        if c.steps is not None and self._steps_done() >= c.steps:
+            return "steps"
+        return None
+
+    def _steps_done(self) -> int:
+        return sum(p.steps or 0 for p in self.board.pods("finished"))
+
+    # ----------------------------------------------------------------- pool size
+    def pool_size(self, resources: Resources) -> int:
+        """Pods that fit in ``resources`` given each pod's declared need, clamped to ``[pool.min, pool.max]``."""
+        pool = self.config.pool
+        fits = math.floor(resources.cpus / pool.cpus_per_pod + 1e-9)
+        if pool.gpus_per_pod > 0:
+            fits = min(fits, math.floor(resources.gpus / pool.gpus_per_pod + 1e-9))
+        return max(pool.min, min(pool.max, fits))
+
+    def _resize(self) -> None:
+        resources = self.backend.resources()
+        size = self.pool_size(resources)
+        running = self.board.pods("running")
+        if size != self.capacity:
+            self.view.event(
+                f"pool: {self.capacity if self.capacity is not None else 0} -> {size} pods "
+                f"(resources: {resources.cpus:g} CPUs, {resources.gpus:g} GPUs)"
+            )
+            self.capacity = size
+            self._log_pool(resources, size, len(running))
+        for pod in sorted(running, key=lambda p: p.started or 0.0, reverse=True)[: max(0, len(running) - size)]:
+            self.backend.cancel(pod.id)
+            self.board.update_pod(pod.id, status="preempted", handle=None)
+            self.view.event(f"{pod.id} ({pod.algo}) preempted: the pool shrank; it will resume when there is room")
+
+    def _log_pool(self, resources: Resources, size: int, running: int) -> None:
+        path = self.run_dir / "pool.csv"
+        new = not path.exists()
+        with path.open("a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(["elapsed", "cpus", "gpus", "pool_size", "running"])
+            writer.writerow([round(self.elapsed(), 3), resources.cpus, resources.gpus, size, running])
+
+    def _budget_left(self) -> bool:
+        c = self.config
+        if c.seconds is not None and c.seconds - self.elapsed() < MIN_ROUND_SECONDS:
+            return False
+        return not (c.steps is not None and self._steps_done() >= c.steps)
+
+    def _fill(self) -> None:
+        while len(self.board.pods("running")) < (self.capacity or 0) and self._budget_left():
+            preempted = self.board.pods("preempted")
+            if preempted:
+                self._submit(preempted[0], resume=True)
+            else:
+                self._submit(self._plan(), resume=False)
+
+    def _plan(self) -> PodRecord:
+        pods = self.board.pods()
+        running = [p.algo for p in pods if p.status == "running"]
+        number = self.board.take_pod_number()
+        plan = self.generator.next(number, self.board.entries(), running, [p.algo for p in pods])
+        spec = plan.spec
+        c = self.config
+        if c.seconds is not None:  # a round never outlasts the tournament
+            left = max(MIN_ROUND_SECONDS, c.seconds - self.elapsed())
+            spec = spec.model_copy(update={"seconds": min(spec.seconds or math.inf, left)})
+        pod_id = f"p{number:04d}"
+        record = self.board.add_pod(
+            id=pod_id,
+            number=number,
+            parent_id=plan.parent.pod_id if plan.parent else None,
+            algo=spec.algo,
+            env=spec.env,
+            hparams=effective_hparams(spec),
+            seed=spec.seed,
+            spec=spec.model_dump(mode="json"),
+            status="queued",
+            run_dir=str(self.run_dir / "pods" / pod_id),
+            init_checkpoint=spec.init_checkpoint,
+        )
+        origin = "fresh"
+        if plan.parent is not None:
+            changes = ", ".join(f"{k} {a:.3g}->{b:.3g}" for k, (a, b) in plan.mutated.items()) or "no mutation"
+            origin = f"from {plan.parent.pod_id} (#{plan.parent.rank}, {plan.parent.score_mean:.1f}; {changes})"
+        self.view.event(f"{pod_id} {spec.algo} started {origin}")
+        return record
+
+    def _submit(self, pod: PodRecord, resume: bool) -> None:
+        from podium.config import PodSpec
+
+        run_dir = Path(pod.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            self.view.event(f"{pod.id} {pod.algo} resumed from its last checkpoint")
+        handle = self.backend.submit(PodJob(pod.id, PodSpec(**pod.spec), run_dir, resume=resume))
+        self.board.update_pod(pod.id, status="running", handle=handle, started=time.time(), attempts=pod.attempts + 1)
+
+    # ----------------------------------------------------------------- results
+    def _collect(self, outcome: PodOutcome) -> None:
+        pod = self.board.pod(outcome.pod_id)
+        elapsed = self.elapsed()
+        if outcome.report is not None:
+            rank = self.updater.offer(pod, outcome.report, elapsed)
+            self._failures_in_row = 0
+            r = outcome.report
+            where = f"rank {rank}" if rank is not None else "not on the leaderboard"
+            self.view.event(
+                f"{pod.id} {pod.algo} finished: {r.score_mean:.1f} ± {r.score_std:.1f} "
+                f"after {r.steps:,} steps, {r.wall_time:.0f} s -> {where}"
+            )
+            target = self.config.target
+            if target is not None and r.score_mean >= target and self._time_to_target is None:
+                self._time_to_target = elapsed
+                self.board.update_info(time_to_target=elapsed)
+        else:
+            error = outcome.error or "unknown error"
+            self.updater.fail(pod, error, elapsed)
+            self._failures_in_row += 1
+            self._last_error = f"{pod.id} ({pod.algo}): {error}"
+            self.view.event(f"{pod.id} {pod.algo} FAILED: {error} (log: {pod.run_dir}/pod.log)")
+
+    def _reconcile(self) -> None:
+        """Pick up the pods an earlier orchestrator left behind (it was killed or interrupted)."""
+        for pod in self.board.pods("running", "queued"):
+            if pod.handle and self.backend.adopt(pod.id, pod.handle, Path(pod.run_dir)):
+                self.view.event(f"{pod.id} {pod.algo} still running: adopted")
+                continue
+            report = read_report(Path(pod.run_dir))
+            if report is not None and pod.status == "running":
+                self._collect(PodOutcome(pod.id, report))
+            else:
+                self.board.update_pod(pod.id, status="preempted", handle=None)
+
+    def _wind_down(self, stop: str) -> None:
+        """At the end: let running pods hand in their rounds (time/step budget), preempt the rest."""
+        if stop in ("seconds", "steps"):
+            deadline = time.monotonic() + STOP_GRACE
+            while self.board.pods("running") and time.monotonic() < deadline:
+                for outcome in self.backend.poll(0.25):
+                    self._collect(outcome)
+        for pod in self.board.pods("running"):
+            self.backend.cancel(pod.id)
+            self.board.update_pod(pod.id, status="preempted", handle=None)
+        self.backend.shutdown()
+
+    # ----------------------------------------------------------------- the report
+    def _report(self, stop: str) -> TournamentReport:
+        entries = self.board.entries()
+        pods = self.board.pods()
+        champion = entries[0] if entries else None
+        lineage = [asdict(p) for p in self.board.lineage(champion.pod_id)] if champion else []
+        target = self.config.target
+        messages = {
+            "target": "the leaderboard reached the target",
+            "seconds": "the time budget is spent",
+            "steps": "the step budget is spent",
+            "failures": f"{self.config.max_failures} pods failed in a row; the last: {self._last_error}",
+            "interrupted": f"interrupted; continue with: podium tournament resume {self.run_dir}",
+        }
+        report = TournamentReport(
+            run_dir=str(self.run_dir),
+            name=self.board.name,
+            stop_reason=stop,
+            elapsed=self.elapsed(),
+            reached_target=bool(target is not None and champion and champion.score_mean >= target),
+            time_to_target=self._time_to_target,
+            champion=champion,
+            lineage=lineage,
+            entries=entries,
+            pods_started=sum(p.status != "queued" for p in pods),
+            pods_failed=sum(p.status == "failed" for p in pods),
+            total_steps=sum(p.steps or 0 for p in pods if p.status == "finished"),
+            message=messages.get(stop, stop),
+        )
+        import json
+
+        (self.run_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str))
+        from podium.tournament.plots import plot_champion, plot_progress
+
+        plot_progress(self.board.history(), self.run_dir / "progress.png", target)
+        plot_champion(lineage, self.run_dir / "champion.png", target)
+        return report
+
+
+def _backend_args(config: TournamentConfig) -> dict[str, Any]:
+    return {"cpus_per_pod": config.pool.cpus_per_pod} if config.backend == "process" else {}
+
+
+def _default_run_dir(config: TournamentConfig) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"tournament-{config.env}-{stamp}"
+
+
+def describe_database(url: str | None, run_dir: Path) -> str:
+    """Human-readable database location (password hidden)."""
+    return redact(database_url(url, run_dir))

@@ -1,0 +1,115 @@
+"""Updater: receives each pod's result, decides whether and where it enters the leaderboard, and keeps
+the history.
+
+* A finished pod becomes a candidate entry: its best evaluation (mean, std), its steps and those of its
+  ancestors, and its best checkpoint. It enters if it ranks in the top ``leaderboard_size`` by
+  evaluation mean (ties: lower std, then earlier). Entries pushed below the cut leave the leaderboard.
+* Every result — entered, rejected or failed — is appended to the history table.
+* Checkpoints of pods that are neither on the leaderboard nor the starting point of a pod still in the
+  pool are deleted (curves, logs and any snapshots stay), so a long tournament does not fill the disk.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from podium.pod import PodReport
+from podium.tournament.leaderboard import ACTIVE, Entry, Leaderboard, PodRecord
+
+__all__ = ["Updater"]
+
+
+class Updater:
+    """Applies pod results to the leaderboard ``board``, which keeps ``size`` entries."""
+
+    def __init__(self, board: Leaderboard, size: int) -> None:
+        self.board, self.size = board, size
+
+    def offer(self, pod: PodRecord, report: PodReport, elapsed: float) -> int | None:
+        """Record ``pod``'s ``report``; returns its leaderboard rank (1 = best) or None if it did not enter.
+
+        ``elapsed``: seconds since the tournament started (for the history).
+        """
+        parent_total = 0
+        if pod.parent_id is not None:
+            parent_total = self.board.pod(pod.parent_id).total_steps or 0
+        total_steps = parent_total + report.steps
+        entry = Entry(
+            pod_id=pod.id,
+            parent_id=pod.parent_id,
+            algo=pod.algo,
+            env=pod.env,
+            hparams=pod.hparams,
+            score_mean=float(report.score_mean),
+            score_std=float(report.score_std),
+            steps=int(report.steps),
+            total_steps=int(total_steps),
+            wall_time=float(report.wall_time),
+            checkpoint=report.checkpoint,
+            created=time.time(),
+        )
+        self.board.update_pod(
+            pod.id,
+            status="finished",
+            ended=time.time(),
+            score_mean=entry.score_mean,
+            score_std=entry.score_std,
+            steps=entry.steps,
+            total_steps=total_steps,
+            wall_time=entry.wall_time,
+            checkpoint=entry.checkpoint,
+            error=None,
+        )
+        rank, _dropped = self.board.offer(entry, self.size)
+        self.board.record(
+            pod_id=pod.id,
+            elapsed=elapsed,
+            outcome="entered" if rank is not None else "rejected",
+            rank=rank,
+            algo=pod.algo,
+            score_mean=entry.score_mean,
+            score_std=entry.score_std,
+            steps=entry.steps,
+            wall_time=entry.wall_time,
+            report=_jsonable(report.to_dict()),
+        )
+        self.prune()
+        return rank
+
+    def fail(self, pod: PodRecord, error: str, elapsed: float) -> None:
+        """Record that ``pod`` failed with ``error``."""
+        self.board.update_pod(pod.id, status="failed", ended=time.time(), error=error)
+        self.board.record(pod_id=pod.id, elapsed=elapsed, outcome="failed", algo=pod.algo, error=error)
+        self.prune()
+
+    def prune(self) -> list[str]:
+        """Delete the checkpoints that nothing needs any more; returns the pod ids pruned."""
+        keep = {e.checkpoint for e in self.board.entries()}
+        keep |= {p.init_checkpoint for p in self.board.pods(*ACTIVE) if p.init_checkpoint}
+        pruned = []
+        for pod in self.board.pods("finished", "failed"):
+            if pod.pruned:
+                continue
+            folder = Path(pod.run_dir) / "checkpoints"
+            best, last = folder / "best.pt", folder / "last.pt"
+            if str(best) in keep or str(last) in keep:
+                continue
+            for path in (best, last):
+                path.unlink(missing_ok=True)
+            self.board.update_pod(pod.id, pruned=True)
+            pruned.append(pod.id)
+        return pruned
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and value != value:  # NaN is not valid JSON in every database
+        return None
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return None
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value

@@ -1,0 +1,120 @@
+"""Tournament configs (bad input is refused before any pod starts) and the generator's decisions."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from podium.config import ConfigError
+from podium.tournament import TournamentConfig, load_tournament_config
+from podium.tournament.generator import Generator, effective_hparams
+from podium.tournament.leaderboard import Entry
+from podium.tournament.orchestrator import Orchestrator, preflight
+
+BASE = {"env": "Pendulum-v1", "seconds": 10, "pod": {"seconds": 2}}
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"algos": {"ppo": 1, "sacc": 1}}, "sac"),
+        ({"algos": {"ppo": 0, "sac": 0}}, "no positive weight"),
+        ({"algos": {"ppo": -1}}, "finite number >= 0"),
+        ({"algos": {}}, "no algorithms"),
+        ({"pool": {"min": 4, "max": 2}}, r"pool.min \(4\) is larger than pool.max \(2\)"),
+        ({"pod": {"seconds": 2, "algo": "sac"}}, "pod.algo is set by the tournament"),
+        ({"pod": {"eval_every": 100}}, "pod.seconds or pod.steps"),
+        ({"seconds": None}, "target, seconds or steps"),
+        ({"hparams": {"td3": {"tau": 0.1}}, "algos": {"sac": 1}}, "hparams.td3: td3 is not in algos"),
+        ({"leaderbord_size": 3}, "leaderbord_size: unknown field"),
+    ],
+)
+def test_bad_configs_are_refused_with_the_field_named(fields, match):
+    with pytest.raises(ConfigError, match=match):
+        load_tournament_config(None, **{**BASE, **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"target": 200}, r"target 200 can never be reached on Pendulum-v1.*did you mean -200"),
+        ({"env": "Pendulm-v1"}, "Pendulum-v1"),
+        ({"algos": {"dqn": 1}}, "dqn cannot train on Pendulum-v1"),
+        ({"hparams": {"sac": {"batch_sise": 3}}, "algos": {"sac": 1}}, "batch_sise: unknown field"),
+        ({"generator": {"mutate": {"sac": ["lr"]}}, "algos": {"sac": 1}}, "'lr' is not a sac hyperparameter"),
+    ],
+)
+def test_preflight_catches_what_needs_the_env(fields, match, tmp_path):
+    config = load_tournament_config(None, **{**BASE, **fields})
+    with pytest.raises(ConfigError, match=match):
+        preflight(config)
+    with pytest.raises(ConfigError, match=match):  # and Orchestrator.start checks it before creating anything
+        Orchestrator.start(config, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_yaml_errors_name_the_file(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("env: Pendulum-v1\npool: {min: 3, max: 1}\nseconds: 5\npod: {seconds: 1}\n")
+    with pytest.raises(ConfigError, match=r"t\.yaml: pool: .*pool.min \(3\)"):
+        load_tournament_config(path)
+
+
+def _entry(pod_id: str, algo: str, mean: float, rank: int, hparams: dict) -> Entry:
+    return Entry(
+        pod_id, None, algo, "Pendulum-v1", hparams, mean, 1.0, 100, 100, 1.0, f"/c/{pod_id}.pt", time.time(), rank
+    )
+
+
+def test_the_pool_follows_the_algorithm_ratio():
+    gen = Generator(TournamentConfig(**{**BASE, "algos": {"ppo": 2, "sac": 1, "td3": 1}}))
+    running: list[str] = []
+    for _ in range(8):
+        running.append(gen.choose_algo(running, running))
+    assert Counter(running) == {"ppo": 4, "sac": 2, "td3": 2}
+    # a pool of 4 where sac left: sac is the one furthest below its share
+    assert gen.choose_algo(["ppo", "ppo", "td3"], ["ppo", "ppo", "td3", "sac"]) == "sac"
+
+
+def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
+    config = TournamentConfig(
+        **{**BASE, "algos": {"sac": 1}, "generator": {"explore": 0.0, "mutation_prob": 1.0, "mutation_scale": 4.0}}
+    )
+    base = effective_hparams(config.pod_spec("sac", 0))
+    parent = _entry("p0001", "sac", -150.0, 1, {**base, "tau": 0.9})
+    gen = Generator(config)
+    taus, lrs = [], []
+    for number in range(2, 60):
+        plan = gen.next(number, [parent], [], ["sac"])
+        assert plan.parent == parent and plan.spec.algo == "sac"
+        assert plan.spec.init_checkpoint == "/c/p0001.pt" and plan.spec.preset is False
+        assert plan.spec.num_envs == config.pod_spec("sac", 0).num_envs
+        taus.append(plan.spec.hparams["tau"])
+        lrs.append(plan.spec.hparams["actor_lr"])
+        assert set(plan.mutated) == {"actor_lr", "critic_lr", "tau"}  # mutation_prob 1: all of them
+    assert max(taus) <= 1.0 and min(taus) < 0.9 and max(taus) == 1.0  # clamped to tau's upper bound
+    assert min(lrs) >= base["actor_lr"] / 4 and max(lrs) <= base["actor_lr"] * 4 and len(set(lrs)) > 10
+
+
+def test_explore_starts_fresh_pods_and_decisions_repeat_for_the_same_seed():
+    config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": {"explore": 0.5}})
+    base = effective_hparams(config.pod_spec("td3", 0))
+    entries = [_entry("p0001", "td3", -150.0, 1, base), _entry("p0002", "td3", -170.0, 2, base)]
+    plans = [Generator(config).next(n, entries, [], []) for n in range(3, 203)]
+    fresh = sum(p.parent is None for p in plans)
+    assert 60 < fresh < 140
+    assert all(p.spec.init_checkpoint is None for p in plans if p.parent is None)
+    parents = Counter(p.parent.pod_id for p in plans if p.parent is not None)
+    assert parents["p0001"] > parents["p0002"] > 0  # rank-weighted choice
+    again = [Generator(config).next(n, entries, [], []) for n in range(3, 203)]
+    assert [p.spec for p in again] == [p.spec for p in plans]
+    assert len({p.spec.seed for p in plans}) == len(plans)
+
+
+def test_no_entry_of_the_chosen_algorithm_means_a_fresh_pod():
+    config = TournamentConfig(**{**BASE, "algos": {"ppo": 1, "sac": 1}, "generator": {"explore": 0.0}})
+    sac_entry = _entry("p0001", "sac", -150.0, 1, effective_hparams(config.pod_spec("sac", 0)))
+    plan = Generator(config).next(2, [sac_entry], ["sac"], ["sac"])
+    assert plan.spec.algo == "ppo" and plan.parent is None

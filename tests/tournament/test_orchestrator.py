@@ -1,0 +1,148 @@
+"""The orchestrator on the inline backend: leaderboard, lineage, pruning, elastic pool, failure limits."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from podium.envs import register, registry
+from podium.envs.classic.cartpole import CartPoleVecEnv
+from podium.tournament import leaderboard, resume_tournament, tournament
+from podium.tournament.backends import Resources
+from podium.tournament.backends.inline import InlineBackend
+from podium.tournament.leaderboard import Leaderboard
+from podium.tournament.orchestrator import Orchestrator, open_leaderboard
+
+# tiny CartPole pods: 2,048 steps each, evaluated once at the end
+POD = {"steps": 2048, "eval_every": 2048, "eval_episodes": 4, "tensorboard": False, "num_envs": 16}
+
+
+def _config(**fields):
+    return {"env": "CartPole-v1", "algos": {"ppo": 1}, "pod": POD, "backend": "inline", **fields}
+
+
+def test_an_inline_tournament_fills_the_leaderboard_with_lineage_and_prunes_checkpoints(tmp_path):
+    report = tournament(
+        run_dir=tmp_path / "run",
+        progress=False,
+        steps=12 * 2048,
+        leaderboard_size=3,
+        algos={"ppo": 1, "dqn": 1},
+        generator={"explore": 0.0},
+        pool={"max": 2},
+        **{k: v for k, v in _config().items() if k != "algos"},
+    )
+    assert report.stop_reason == "steps" and report.total_steps >= 12 * 2048
+    entries = leaderboard(tmp_path / "run")
+    assert len(entries) == 3 and entries == report.entries
+    assert [e.rank for e in entries] == [1, 2, 3]
+    means = [e.score_mean for e in entries]
+    assert means == sorted(means, reverse=True)
+    board = open_leaderboard(tmp_path / "run")
+    pods = board.pods()
+    assert {p.algo for p in pods} == {"ppo", "dqn"} and len(pods) >= 12
+    assert sum(p.parent_id is not None for p in pods) >= 8  # explore 0: children once each algo has an entry
+    child = next(p for p in pods if p.parent_id is not None)
+    assert child.algo == board.pod(child.parent_id).algo  # a child inherits its parent's algorithm
+    assert child.total_steps == board.pod(child.parent_id).total_steps + child.steps
+    # every result is in the history; only the leaderboard's checkpoints (and those still needed) remain
+    assert len(board.history()) == len([p for p in pods if p.status in ("finished", "failed")])
+    on_board = {e.checkpoint for e in entries}
+    for p in pods:
+        if p.status == "finished":
+            best = Path(p.run_dir) / "checkpoints" / "best.pt"
+            assert best.exists() == (str(best) in on_board), p.id
+            assert (Path(p.run_dir) / "curve.csv").exists()
+    champion = report.champion
+    assert report.lineage[0]["id"] == champion.pod_id
+    assert [p["id"] for p in report.lineage] == [p.id for p in board.lineage(champion.pod_id)]
+    saved = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert saved["champion"]["pod_id"] == champion.pod_id
+    assert (tmp_path / "run" / "progress.png").stat().st_size > 0 and (tmp_path / "run" / "champion.png").exists()
+    board.close()
+
+
+def test_the_tournament_stops_at_the_target_and_records_the_time(tmp_path):
+    report = tournament(
+        run_dir=tmp_path / "run", progress=False, target=30.0, seconds=120, **_config(pod={**POD, "steps": 8192})
+    )
+    assert report.stop_reason == "target" and report.reached_target
+    assert report.champion.score_mean >= 30.0 and 0 < report.time_to_target <= report.elapsed
+
+
+def test_the_pool_grows_and_shrinks_with_the_reported_resources(tmp_path):
+    cpus = iter([1, 1, 3, 3, 3, 3, 2, 2, 2, 1] + [1] * 1000)  # read once per loop turn
+    backend = InlineBackend(resources=lambda: Resources(cpus=next(cpus)))
+    config = _config(steps=16 * 2048, pool={"min": 1, "max": 4})
+    from podium.tournament import load_tournament_config
+
+    orch = Orchestrator.start(load_tournament_config(None, **config), run_dir=tmp_path / "run", backend=backend)
+    orch.run()
+    rows = list(csv.DictReader((tmp_path / "run" / "pool.csv").open()))
+    sizes = [int(r["pool_size"]) for r in rows]
+    assert sizes == [1, 3, 2, 1]
+    assert [float(r["cpus"]) for r in rows] == [1, 3, 2, 1]
+    history = Leaderboard(orch.board.url, orch.board.name)
+    events = [p.status for p in history.pods()]
+    assert "finished" in events
+
+
+def test_min_and_max_clamp_the_pool(tmp_path):
+    from podium.tournament import load_tournament_config
+
+    config = load_tournament_config(None, **_config(steps=2048, pool={"min": 2, "max": 3, "cpus_per_pod": 2}))
+    orch = Orchestrator.start(config, run_dir=tmp_path / "run", backend=InlineBackend(Resources(cpus=1)))
+    assert orch.pool_size(Resources(cpus=1)) == 2  # min wins on a small machine
+    assert orch.pool_size(Resources(cpus=7)) == 3
+    assert orch.pool_size(Resources(cpus=64)) == 3
+    gpu = load_tournament_config(None, **_config(steps=2048, pool={"max": 8, "gpus_per_pod": 0.5}))
+    orch_gpu = Orchestrator.start(gpu, run_dir=tmp_path / "gpu", backend=InlineBackend(Resources(cpus=1)))
+    assert orch_gpu.pool_size(Resources(cpus=16, gpus=1)) == 2  # two pods share the one GPU
+
+
+class _CrashingCartPole(CartPoleVecEnv):
+    """Builds for the preflight check (one env) and crashes in a pod (many envs): a pod that fails at start."""
+
+    def __init__(self, num_envs: int = 1, **kwargs):
+        if num_envs > 1:
+            raise RuntimeError("simulated crash at start")
+        super().__init__(num_envs, **kwargs)
+
+
+def test_pods_that_crash_at_start_stop_the_tournament_with_the_reason(tmp_path):
+    register("CrashAtStart-v0", _CrashingCartPole, description="test only")
+    try:
+        report = tournament(
+            run_dir=tmp_path / "run", progress=False, seconds=300, max_failures=3, **_config(env="CrashAtStart-v0")
+        )
+    finally:
+        registry.pop("CrashAtStart-v0")
+    assert report.stop_reason == "failures" and report.pods_failed == 3
+    assert "3 pods failed in a row" in report.message and "simulated crash at start" in report.message
+    board = open_leaderboard(tmp_path / "run")
+    assert [h["outcome"] for h in board.history()] == ["failed"] * 3
+    assert "simulated crash at start" in (Path(board.pods()[0].run_dir) / "error.txt").read_text()
+
+
+def test_resume_extends_a_finished_tournament_and_keeps_its_leaderboard(tmp_path):
+    first = tournament(run_dir=tmp_path / "run", progress=False, steps=3 * 2048, **_config())
+    before = {e.pod_id: e.score_mean for e in first.entries}
+    second = resume_tournament(tmp_path / "run", progress=False, steps=6 * 2048)
+    assert second.total_steps >= 6 * 2048 and second.pods_started > first.pods_started
+    after = {e.pod_id: e.score_mean for e in second.entries}
+    assert min(after.values()) >= min(before.values())
+    for pod_id, score in before.items():  # an entry leaves only for a better one
+        assert after.get(pod_id, score) == score
+
+
+def test_a_run_dir_cannot_hold_two_tournaments_and_resume_needs_one(tmp_path):
+    from podium.config import ConfigError
+
+    tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
+    with pytest.raises(ConfigError, match="already holds a tournament"):
+        tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
+    with pytest.raises(ConfigError, match="holds no tournament"):
+        resume_tournament(tmp_path / "nothing")

@@ -1,0 +1,159 @@
+"""The process backend for real: pods are subprocesses; pods and the orchestrator are killed with
+SIGKILL; the pool follows the CPU affinity of the orchestrator (what ``taskset -p`` changes)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from podium.tournament.backends.process import _alive
+from podium.tournament.orchestrator import open_leaderboard
+
+POD = {"eval_every": 4096, "eval_episodes": 4, "tensorboard": False, "num_envs": 16, "checkpoint_every": 0}
+
+
+def _start(tmp_path: Path, **config) -> tuple[subprocess.Popen, Path]:
+    cfg = {"env": "CartPole-v1", "algos": {"ppo": 1}, "backend": "process", **config}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(cfg))
+    run_dir = tmp_path / "run"
+    log = open(tmp_path / "orchestrator.log", "ab")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "podium.cli",
+            "tournament",
+            str(tmp_path / "t.yaml"),
+            "--run-dir",
+            str(run_dir),
+            "--no-progress",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return proc, run_dir
+
+
+def _wait(condition, timeout: float, what: str, proc: subprocess.Popen | None = None):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the orchestrator exited ({proc.returncode}) while waiting for {what}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _running_pods(run_dir: Path):
+    if not (run_dir / "tournament.yaml").exists():
+        return []
+    board = open_leaderboard(run_dir)
+    try:
+        return [p for p in board.pods("running") if p.handle and (Path(p.run_dir) / "curve.csv").exists()]
+    finally:
+        board.close()
+
+
+def _pid(pod) -> int:
+    return int(pod.handle.rpartition(":")[2])
+
+
+def test_a_pod_killed_with_sigkill_is_recorded_as_failed_and_replaced(tmp_path):
+    proc, run_dir = _start(tmp_path, seconds=40, pod={**POD, "seconds": 8}, pool={"max": 2})
+    victim = _wait(lambda: _running_pods(run_dir), 60, "a training pod", proc)[0]
+    os.kill(_pid(victim), signal.SIGKILL)
+    assert proc.wait(120) == 0, (tmp_path / "orchestrator.log").read_text()
+    board = open_leaderboard(run_dir)
+    assert board.pod(victim.id).status == "failed"
+    failed = [h for h in board.history() if h["outcome"] == "failed"]
+    assert [h["pod_id"] for h in failed] == [victim.id] and "SIGKILL" in failed[0]["error"]
+    later = [p for p in board.pods() if p.number > victim.number and p.started and p.started > victim.started]
+    assert later, "no pod replaced the killed one"
+    assert board.entries() and board.info()["stop_reason"] == "seconds"
+    assert "FAILED: the pod process was killed by SIGKILL" in (tmp_path / "orchestrator.log").read_text()
+
+
+def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
+    pod_steps = 12_288
+    proc, run_dir = _start(tmp_path, steps=8 * pod_steps, pod={**POD, "steps": pod_steps}, pool={"max": 2})
+
+    def entries_and_running():
+        if not (run_dir / "tournament.yaml").exists():
+            return None
+        board = open_leaderboard(run_dir)
+        try:
+            entries, running = board.entries(), _running_pods(run_dir)
+            return (entries, running) if entries and running else None
+        finally:
+            board.close()
+
+    _wait(entries_and_running, 90, "a leaderboard entry while a pod trains", proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    board = open_leaderboard(run_dir)
+    before_entries = {e.pod_id: e for e in board.entries()}
+    before_history = board.history()
+    orphans = [p for p in board.pods("running") if p.handle]
+    assert orphans and board.info()["status"] == "running"  # it never got to say goodbye
+    board.close()
+
+    resumed = subprocess.run(
+        [sys.executable, "-m", "podium.cli", "tournament", "resume", str(run_dir), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    board = open_leaderboard(run_dir)
+    info = board.info()
+    assert info["status"] == "finished" and info["stop_reason"] == "steps"
+    history = board.history()
+    assert history[: len(before_history)] == before_history  # the history is intact and continues
+    after = {e.pod_id: e for e in board.entries()}
+    worst_after = min(e.score_mean for e in after.values())
+    for pod_id, entry in before_entries.items():  # an entry only leaves for better ones
+        assert pod_id in after or worst_after >= entry.score_mean
+        if pod_id in after:
+            assert after[pod_id].checkpoint == entry.checkpoint and Path(entry.checkpoint).exists()
+    assert sum(p.steps or 0 for p in board.pods("finished")) >= 8 * pod_steps
+    for orphan in orphans:  # adopted (still running at resume) or resumed from its checkpoint
+        assert board.pod(orphan.id).status == "finished", board.pod(orphan.id)
+        assert not _alive(_pid(orphan))
+    assert "adopted" in resumed.stdout or "resumed from its last checkpoint" in resumed.stdout
+    assert not board.pods("running", "queued")
+
+
+def test_the_pool_follows_the_orchestrators_cpu_affinity(tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        import pytest
+
+        pytest.skip("needs at least two CPU cores to shrink the pool from two pods to one")
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    proc, run_dir = _start(tmp_path, seconds=45, pod={**POD, "seconds": 6}, pool={"max": 2})
+    pool_csv = run_dir / "pool.csv"
+
+    def sizes():
+        return [int(r["pool_size"]) for r in csv.DictReader(pool_csv.open())] if pool_csv.exists() else []
+
+    _wait(lambda: len(_running_pods(run_dir)) == 2, 60, "two running pods", proc)
+    os.sched_setaffinity(proc.pid, {cores[0]})  # what 'taskset -p' does to a running tournament
+    _wait(lambda: sizes()[-1:] == [1], 30, "the pool to shrink", proc)
+    _wait(lambda: len(_running_pods(run_dir)) <= 1, 30, "a pod to be preempted", proc)
+    os.sched_setaffinity(proc.pid, set(cores))
+    _wait(lambda: sizes()[-1:] == [2], 30, "the pool to grow", proc)
+    assert proc.wait(120) == 0
+    assert sizes() == [2, 1, 2]
+    board = open_leaderboard(run_dir)
+    preempted = [p for p in board.pods() if p.attempts > 1]
+    assert preempted, "the preempted pod was never resumed"
+    log = (tmp_path / "orchestrator.log").read_text()
+    assert "preempted: the pool shrank" in log and "resumed from its last checkpoint" in log
