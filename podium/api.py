@@ -89,7 +89,9 @@ class Policy:
         from podium.envs import make
 
         spec = self.spec
-        eval_env = make(env or spec.env, num_envs=episodes, device=self.agent.device, **spec.env_kwargs)
+        eval_env = make(
+            env or spec.env, num_envs=episodes, device=self.agent.device, **{**spec.env_kwargs, **spec.eval_env_kwargs}
+        )
         result = Evaluator(eval_env, seed=seed).evaluate(self.agent)
         return result.mean, result.std
 

@@ -227,6 +227,7 @@ def tournament_command(
     """Run a tournament: a pool of pods trains, a leaderboard keeps the best (``podium tournament CONFIG.yaml``);
     continue one after a crash or to extend it (``podium tournament resume RUN_DIR``)."""
     from podium.tournament import load_tournament_config, resume_tournament
+    from podium.tournament.api import backtest_after
     from podium.tournament.orchestrator import Orchestrator
 
     try:
@@ -253,9 +254,10 @@ def tournament_command(
                 config, pool=pool, db=db, backend=backend, seconds=seconds, steps=steps, target=target
             )
             report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
+            backtest_after(report, cfg)
+        _print_tournament(report)
     except _tournament_errors() as exc:
         raise _fail(str(exc)) from exc
-    _print_tournament(report)
     if report.stop_reason == "failures":
         raise typer.Exit(code=1)
 

@@ -41,6 +41,9 @@ class PodSpec(BaseModel):
     """Environment id: podium tensor-native (``podium envs``) or any gymnasium id."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """Extra keyword arguments for the environment's constructor."""
+    eval_env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """Overrides of ``env_kwargs`` for the evaluation env only (e.g. ``{random_start: false}`` to evaluate
+    a trading policy from a fixed start)."""
     algo: str = "ppo"
     """Algorithm name (ppo, sac, td3, ddpg, dqn)."""
     hparams: dict[str, Any] = Field(default_factory=dict)

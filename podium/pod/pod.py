@@ -120,7 +120,11 @@ class Pod:
         num_envs = spec.num_envs or (preset and preset.num_envs) or cls.default_num_envs
         self.env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **spec.env_kwargs)
         self.eval_env = make(
-            spec.env, num_envs=spec.eval_episodes, device=spec.device, native=spec.native_env, **spec.env_kwargs
+            spec.env,
+            num_envs=spec.eval_episodes,
+            device=spec.device,
+            native=spec.native_env,
+            **{**spec.env_kwargs, **spec.eval_env_kwargs},
         )
         self.agent = build_agent(
             spec, self.env.single_observation_space, self.env.single_action_space, num_envs, self.env.device

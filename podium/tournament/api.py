@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from podium.tournament.backends import Backend
-from podium.tournament.config import load_tournament_config
+from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.leaderboard import Entry
-from podium.tournament.orchestrator import Orchestrator, TournamentReport, open_leaderboard
+from podium.tournament.orchestrator import Orchestrator, TournamentReport, open_leaderboard, read_config
 
 __all__ = ["leaderboard", "resume_tournament", "tournament"]
 
@@ -35,7 +35,26 @@ def tournament(
         ConfigError: bad config (checked before any pod starts); DatabaseError: unreachable database.
     """
     cfg = load_tournament_config(config, **fields)
-    return Orchestrator.start(cfg, run_dir=run_dir, backend=backend, progress=progress).run()
+    report = Orchestrator.start(cfg, run_dir=run_dir, backend=backend, progress=progress).run()
+    backtest_after(report, cfg)
+    return report
+
+
+def backtest_after(report: TournamentReport, config: TournamentConfig) -> None:
+    """Run the config's ``backtest`` section on the finished tournament (nothing if it has none or no
+    entries). The results land in ``RUN_DIR/backtest_START_END/`` and ``report.extra["backtest"]``."""
+    if config.backtest is None or not report.entries:
+        return
+    from podium.finance.backtest import backtest_command, generalisation_curve
+
+    b = config.backtest
+    checkpoints = [e.checkpoint for e in report.entries]
+    result = backtest_command(report.run_dir, b.start, b.end, min(b.top_k, len(checkpoints)), checkpoints=checkpoints)
+    report.extra["backtest"] = {"out_dir": str(result.out_dir), "metrics": result.metrics.to_dict()}
+    if b.generalisation:
+        frame = generalisation_curve(report.run_dir, b.start, b.end, out_dir=result.out_dir)
+        report.extra["generalisation"] = str(result.out_dir / "generalisation.csv")
+        print(f"generalisation curve: {len(frame)} snapshots -> {result.out_dir / 'generalisation.png'}")
 
 
 def resume_tournament(
@@ -48,7 +67,9 @@ def resume_tournament(
 ) -> TournamentReport:
     """Continue the tournament in ``run_dir`` (``podium tournament resume RUN_DIR``); ``budget`` may raise
     ``seconds``, ``steps``, ``target`` or ``max_failures``."""
-    return Orchestrator.resume(run_dir, backend=backend, progress=progress, **budget).run(force=force)
+    report = Orchestrator.resume(run_dir, backend=backend, progress=progress, **budget).run(force=force)
+    backtest_after(report, read_config(run_dir))
+    return report
 
 
 def leaderboard(run_dir: str | Path) -> list[Entry]:

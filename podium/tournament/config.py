@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from podium.config import ConfigError, PodSpec, load_yaml, validation_message
 
-__all__ = ["GeneratorConfig", "PoolConfig", "TournamentConfig", "load_tournament_config"]
+__all__ = ["BacktestConfig", "GeneratorConfig", "PoolConfig", "TournamentConfig", "load_tournament_config"]
 
 # PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
 _OWNED_POD_FIELDS = ("env", "env_kwargs", "algo", "hparams", "seed", "init_checkpoint", "target")
@@ -91,6 +91,20 @@ class GeneratorConfig(_Strict):
     listed use :data:`DEFAULT_MUTABLE`. Values are kept inside the field's valid range."""
 
 
+class BacktestConfig(_Strict):
+    """A backtest run right after the tournament (trading envs): ``podium backtest`` on the leaderboard."""
+
+    start: str = "2016-01-04"
+    """First day of the test period."""
+    end: str = "2017-11-10"
+    """Last day of the test period."""
+    top_k: int = Field(default=1, ge=1)
+    """Backtest the ensemble of the leaderboard's best ``top_k`` policies (their mean action)."""
+    generalisation: bool = False
+    """Also backtest every pod's training snapshots (needs ``pod.snapshot_every``): test return vs
+    training time."""
+
+
 class TournamentConfig(_Strict):
     """A tournament: a pool of pods training asynchronously, a leaderboard keeping the best."""
 
@@ -128,6 +142,8 @@ class TournamentConfig(_Strict):
     ``postgresql://user:password@host:5432/dbname``."""
     seed: int = 0
     """Seeds the generator; pod seeds are derived from it."""
+    backtest: BacktestConfig | None = None
+    """Backtest the leaderboard on later data when the tournament ends (trading envs; see docs/trading.md)."""
 
     @field_validator("algos")
     @classmethod

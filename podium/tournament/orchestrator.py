@@ -141,6 +141,11 @@ def open_leaderboard(run_dir: str | Path) -> Leaderboard:
     return Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
 
 
+def read_config(run_dir: str | Path) -> TournamentConfig:
+    """The config of the tournament in ``run_dir`` (as last resumed)."""
+    return load_tournament_config(None, **_read_meta(Path(run_dir))["config"])
+
+
 def _read_meta(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "tournament.yaml"
     if not path.is_file():

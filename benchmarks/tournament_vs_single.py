@@ -1,0 +1,452 @@
+"""Tournament vs a single pod: same machine, same cores, same wall-clock budget, median over seeds.
+
+The claim under test: a tournament beats a single pod on the same compute. Per task and seed index:
+  * ``tournament``  ``podium.tournament`` with the process backend, the task's algorithm mix (or
+                    ``--mix``), rounds of ``--round`` seconds per pod, and a pool of ``cores`` pods with
+                    one torch thread each (``pool.min = pool.max = cores``, ``cpus_per_pod = 1``);
+  * ``single ALGO`` one pod as ``podium.train`` builds it (podium's defaults and presets) with
+                    ``torch_threads = cores``, for every algorithm of ``--single`` (default: the mix's);
+                    ``--single-threads 2,1`` also runs it with other thread counts (podium's own
+                    default is 1 thread, often the fastest for its small networks).
+Every run is a fresh Python process started by this script, one at a time (two at once would steal
+each other's cores), in its own temporary run directory. The wall-clock budget ``--seconds`` counts
+from the moment that process is launched: imports, set-up and (for the tournament) every pod's own
+process start-up are spent from it. Both contestants get the same evaluation cadence (``--eval-every``,
+default podium's) and TensorBoard off.
+
+Reported per task and contestant:
+  * success: the target was reached within the budget (the first evaluation at or above it, counted
+    from the launch; for the tournament, the moment the orchestrator collected the pod's round);
+  * median time to target over the successful runs only, and the median counting every failure as
+    the full budget (a pessimistic figure that is comparable across contestants);
+  * median best score: the best evaluation mean (the tournament's champion on its leaderboard).
+
+Usage::
+
+    python benchmarks/tournament_vs_single.py                      # 5 seeds, 120 s, pendulum + acrobot
+    python benchmarks/tournament_vs_single.py --tasks mcc --seeds 7 --seconds 300 --round 20
+    python benchmarks/tournament_vs_single.py --tasks pendulum --mix sac=2,td3=1 --single sac
+    python benchmarks/tournament_vs_single.py --single-threads 2,1  # single pods on 2 threads and on 1
+    python benchmarks/tournament_vs_single.py --quick              # smoke test: 1 seed, 30 s, pendulum
+
+The markdown table it prints is ready for BENCHMARKS.md; the raw runs go to ``--out`` (CSV).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Task:
+    env: str
+    target: float
+    mix: dict[str, float]
+
+
+TASKS: dict[str, Task] = {
+    "pendulum": Task("Pendulum-v1", -150.0, {"ppo": 1.0, "sac": 1.0, "td3": 1.0}),
+    "mcc": Task("MountainCarContinuous-v0", 90.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
+    "acrobot": Task("Acrobot-v1", -80.0, {"ppo": 1.0, "dqn": 1.0}),
+}
+DEFAULT_TASKS = "pendulum,acrobot"
+
+
+@dataclass
+class Run:
+    """One run, as written to the CSV."""
+
+    task: str
+    env: str
+    target: float
+    contestant: str  # "tournament" or "single ALGO" (+ " (N threads)" when several thread counts run)
+    algos: str  # the mix ("ppo:sac:td3=1:1:1") or the single pod's algorithm
+    seed_index: int
+    seed: int
+    budget_s: float
+    cores: int
+    pods: int  # pool size (tournament) or 1
+    threads_per_pod: int
+    round_s: float | None
+    reached: bool  # reached the target within the budget, counted from the launch
+    time_to_target_s: float | None  # from the launch of the run's process, start-up and evaluations included
+    podium_reached: bool | None  # podium's own reached_target (may include a late final evaluation)
+    podium_time_to_target_s: float | None  # podium's own clock (from the start of Pod.run / Orchestrator.run)
+    startup_s: float | None  # launch -> start of Pod.run / Orchestrator.run
+    best_score: float | None
+    champion_algo: str | None
+    pods_started: int | None
+    pods_failed: int | None
+    steps: int | None  # env steps (the tournament: all finished rounds together)
+    stop_reason: str | None
+    wall_s: float  # wall-clock seconds of the whole process, wind-down included
+    error: str = ""
+
+
+# ----------------------------------------------------------------------------- worker (one run per process)
+def _worker(job_file: str, launched: float) -> int:
+    """Run one contestant (the job in ``job_file``) and write ``result.json`` beside it."""
+    job = json.loads(Path(job_file).read_text())
+    out = Path(job_file).with_name("result.json")
+    if job["kind"] == "tournament":
+        from podium.tournament import load_tournament_config
+        from podium.tournament.orchestrator import Orchestrator
+
+        remaining = job["seconds"] - (time.time() - launched)
+        pod_fields: dict[str, Any] = {"seconds": job["round"], "tensorboard": False}
+        if job["eval_every"]:
+            pod_fields["eval_every"] = job["eval_every"]
+        config = load_tournament_config(
+            None,
+            env=job["env"],
+            algos=job["mix"],
+            target=job["target"],
+            seconds=remaining,
+            pod=pod_fields,
+            pool={"min": job["cores"], "max": job["cores"], "cpus_per_pod": 1},
+            seed=job["seed"],
+            backend="process",
+        )
+        orchestrator = Orchestrator.start(config, run_dir=job["run_dir"], backend="process", progress=False)
+        started = time.time()
+        t_report = orchestrator.run()
+        champion = t_report.champion
+        result = {
+            "startup": started - launched,
+            "podium_reached": t_report.reached_target,
+            "podium_ttt": t_report.time_to_target,
+            "best_score": champion.score_mean if champion else None,
+            "champion_algo": champion.algo if champion else None,
+            "pods_started": t_report.pods_started,
+            "pods_failed": t_report.pods_failed,
+            "steps": t_report.total_steps,
+            "stop_reason": t_report.stop_reason,
+        }
+    else:
+        from podium.api import make_spec
+        from podium.pod import Pod
+
+        remaining = job["seconds"] - (time.time() - launched)
+        # exactly what podium.train(env, algo, ...) does, with the start of Pod.run timed
+        spec = make_spec(
+            None,
+            env=job["env"],
+            algo=job["algo"],
+            target=job["target"],
+            seconds=remaining,
+            seed=job["seed"],
+            torch_threads=job["threads"],
+            eval_every=job["eval_every"],
+            tensorboard=False,
+        )
+        pod = Pod(spec, run_dir=job["run_dir"])
+        started = time.time()
+        p_report = pod.run()
+        result = {
+            "startup": started - launched,
+            "podium_reached": p_report.reached_target,
+            "podium_ttt": p_report.time_to_target,
+            "best_score": p_report.score_mean,
+            "champion_algo": job["algo"],
+            "pods_started": 1,
+            "pods_failed": 0,
+            "steps": p_report.steps,
+            "stop_reason": p_report.stop_reason,
+        }
+    out.write_text(json.dumps(result))
+    return 0
+
+
+# ----------------------------------------------------------------------------- driver
+def _mix_text(mix: dict[str, float]) -> str:
+    return ":".join(mix) + "=" + ":".join(f"{w:g}" for w in mix.values())
+
+
+def _parse_mix(text: str) -> dict[str, float]:
+    """``ppo=1,sac=2`` -> {"ppo": 1.0, "sac": 2.0}."""
+    mix = {}
+    for part in text.split(","):
+        name, _, weight = part.partition("=")
+        mix[name.strip().lower()] = float(weight) if weight else 1.0
+    return mix
+
+
+def machine_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_one(job: dict[str, Any], keep: bool, grace: float) -> tuple[dict[str, Any] | None, float, str, str]:
+    """Launch one run's process and wait for it; returns (result or None, wall seconds, error, temp dir)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"podium-tvs-{job['task']}-{job['kind']}-s{job['seed_index']}-"))
+    job = {**job, "run_dir": str(tmp / "run")}
+    job_file = tmp / "job.json"
+    job_file.write_text(json.dumps(job))
+    log_path = tmp / "worker.log"
+    error = ""
+    with log_path.open("wb") as log:
+        launched = time.time()
+        proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--worker", str(job_file), repr(launched)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            proc.wait(timeout=job["seconds"] + grace)
+        except subprocess.TimeoutExpired:
+            error = f"still running {job['seconds'] + grace:.0f} s after launch; interrupted"
+            proc.send_signal(signal.SIGINT)  # the orchestrator stops its pods in order on Ctrl-C
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        except KeyboardInterrupt:
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
+            raise
+    wall = time.time() - launched
+    result_file = tmp / "result.json"
+    result = json.loads(result_file.read_text()) if result_file.is_file() else None
+    if result is None and not error:
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
+        error = f"exit code {proc.returncode}: " + (tail[-1] if tail else "no output")
+        print("      worker log (tail):\n        " + "\n        ".join(tail), flush=True)
+    if not keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return result, wall, error, str(tmp)
+
+
+def median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def fmt(value: float | None, spec: str = ".1f") -> str:
+    return format(value, spec) if value is not None else "—"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated, of {', '.join(TASKS)}")
+    parser.add_argument("--seeds", type=int, default=5, help="number of seeds (seed indices 0..N-1)")
+    parser.add_argument("--seconds", type=float, default=120.0, help="wall-clock budget per run, from its launch")
+    parser.add_argument("--round", type=float, default=10.0, help="seconds per pod round in the tournament")
+    parser.add_argument("--mix", default=None, help="tournament mix for every task, e.g. ppo=1,sac=2 (default: task's)")
+    parser.add_argument("--single", default=None, help="algorithms run as a single pod, e.g. sac,td3 (default: mix)")
+    parser.add_argument(
+        "--single-threads", default=None, help="torch threads of a single pod, comma-separated (default: cores)"
+    )
+    parser.add_argument("--cores", type=int, default=None, help="cores to use (default: all this process may use)")
+    parser.add_argument("--eval-every", type=int, default=None, help="env steps between evaluations (both sides)")
+    parser.add_argument("--out", default="benchmarks/results/tournament_vs_single.csv", help="raw runs (CSV)")
+    parser.add_argument("--keep", action="store_true", help="keep each run's temporary run directory")
+    parser.add_argument("--grace", type=float, default=120.0, help="seconds past the budget before a run is stopped")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, 30 s, pendulum only")
+    parser.add_argument("--worker", nargs=2, metavar=("JOB", "LAUNCHED"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        sys.exit(_worker(args.worker[0], float(args.worker[1])))
+    if args.quick:
+        args.seeds, args.seconds, args.tasks = 1, 30.0, "pendulum"
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        parser.error(f"unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
+    cores = args.cores or machine_cores()
+    thread_counts = [int(t) for t in args.single_threads.split(",")] if args.single_threads else [cores]
+    if any(t < 1 for t in thread_counts):
+        parser.error("--single-threads: thread counts must be at least 1")
+    threads_text = " / ".join(map(str, thread_counts))
+    from podium.algos import get_algo
+
+    for text in filter(None, [args.mix and ",".join(_parse_mix(args.mix)), args.single]):
+        for algo in text.split(","):
+            try:
+                get_algo(algo.strip())
+            except KeyError as exc:
+                parser.error(str(exc.args[0]))
+
+    import torch
+
+    command = (
+        "python benchmarks/tournament_vs_single.py" + ("" if len(sys.argv) < 2 else " ") + shlex.join(sys.argv[1:])
+    )
+    machine = (
+        f"{cpu_model()}, {machine_cores()} cores ({cores} used), {platform.machine()}, "
+        f"Python {platform.python_version()}, torch {torch.__version__}"
+    )
+    print(f"machine: {machine}")
+    print(f"command: {command}")
+    print(
+        f"budget {args.seconds:g} s per run from its launch; tournament: {cores} pods x 1 thread, "
+        f"{args.round:g} s rounds; single pod: {threads_text} thread(s); {args.seeds} seed(s)",
+        flush=True,
+    )
+
+    runs: list[Run] = []
+    plan: list[tuple[str, list[tuple[str, str | None, int]]]] = []
+    for name in tasks:
+        mix = _parse_mix(args.mix) if args.mix else TASKS[name].mix
+        singles = [a.strip().lower() for a in args.single.split(",")] if args.single else list(mix)
+        contestants: list[tuple[str, str | None, int]] = [("tournament", None, 1)]
+        for a in singles:
+            for t in thread_counts:
+                label = f"single {a}" + (f" ({t} thread{'s' if t > 1 else ''})" if len(thread_counts) > 1 else "")
+                contestants.append((label, a, t))
+        plan.append((name, contestants))
+
+    for name, contestants in plan:
+        task = TASKS[name]
+        mix = _parse_mix(args.mix) if args.mix else task.mix
+        for index in range(args.seeds):
+            for contestant, algo, threads in contestants:
+                tournament = algo is None
+                seed = index  # the tournament's seed and each pod's seed follow the seed index
+                job = {
+                    "task": name,
+                    "kind": "tournament" if tournament else algo,
+                    "env": task.env,
+                    "target": task.target,
+                    "mix": mix,
+                    "algo": algo,
+                    "seed": seed,
+                    "seed_index": index,
+                    "seconds": args.seconds,
+                    "round": args.round,
+                    "cores": cores,
+                    "threads": threads,
+                    "eval_every": args.eval_every,
+                }
+                print(f"  {name:<9} seed {index} {contestant:<12} running ...", flush=True)
+                result, wall, error, where = run_one(job, args.keep, args.grace)
+                r = result or {}
+                podium_ttt = r.get("podium_ttt")
+                ttt = r["startup"] + podium_ttt if result and podium_ttt is not None else None
+                reached = bool(r.get("podium_reached")) and ttt is not None and ttt <= args.seconds
+                run = Run(
+                    task=name,
+                    env=task.env,
+                    target=task.target,
+                    contestant=contestant,
+                    algos=_mix_text(mix) if tournament else str(algo),
+                    seed_index=index,
+                    seed=seed,
+                    budget_s=args.seconds,
+                    cores=cores,
+                    pods=cores if tournament else 1,
+                    threads_per_pod=threads,
+                    round_s=args.round if tournament else None,
+                    reached=reached,
+                    time_to_target_s=round(ttt, 3) if ttt is not None else None,
+                    podium_reached=r.get("podium_reached"),
+                    podium_time_to_target_s=podium_ttt,
+                    startup_s=round(r["startup"], 3) if result else None,
+                    best_score=r.get("best_score"),
+                    champion_algo=r.get("champion_algo"),
+                    pods_started=r.get("pods_started"),
+                    pods_failed=r.get("pods_failed"),
+                    steps=r.get("steps"),
+                    stop_reason=r.get("stop_reason"),
+                    wall_s=round(wall, 3),
+                    error=error,
+                )
+                runs.append(run)
+                if error:
+                    shown = f"ERROR {error}"
+                elif reached:
+                    shown = f"target in {ttt:.1f} s"
+                else:
+                    late = f" (podium: reached at {ttt:.1f} s, past the budget)" if ttt is not None else ""
+                    shown = f"not reached{late}"
+                extra = f", pods {run.pods_started}, champion {run.champion_algo}" if tournament else ""
+                print(
+                    f"  {name:<9} seed {index} {contestant:<12} {shown}; best {fmt(run.best_score)}, "
+                    f"start-up {fmt(run.startup_s, '.1f')} s, {fmt(run.steps, ',')} steps{extra}, "
+                    f"wall {wall:.1f} s" + (f"; kept {where}" if args.keep else ""),
+                    flush=True,
+                )
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[f.name for f in fields(Run)])
+        writer.writeheader()
+        for run in runs:
+            writer.writerow(asdict(run))
+
+    print()
+    print(f"Machine: {machine}.")
+    print(
+        f"Budget {args.seconds:g} s of wall-clock per run, counted from the launch of the run's process; "
+        f"{args.seeds} seed(s) (indices 0–{args.seeds - 1}) per cell, runs one at a time. "
+        f"Tournament: process backend, {cores} pods × 1 thread, {args.round:g} s rounds. "
+        f"Single pod: podium's defaults and presets, {threads_text} torch thread(s)."
+    )
+    print(
+        "*success* = target reached within the budget; *median t (ok)* = median time to target over the "
+        "successful runs; *median t (fail = budget)* = median over all runs with a failure counted as the "
+        "budget; times include process start-up and evaluations; *best* = median of the best evaluation mean at "
+        "the end of the run (a run may overrun its budget by a few seconds: a pod's last iteration and final "
+        "evaluation, the tournament's last rounds, whose pods' start-up is not in their round; a target reached "
+        "then does not count as a success)."
+    )
+    print()
+    print(f"`{command}`")
+    print()
+    print("| task | contestant | success | median t (ok) s | median t (fail = budget) s | median best | median steps |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, contestants in plan:
+        task = TASKS[name]
+        first = True
+        for contestant, algo, _ in contestants:
+            rs = [r for r in runs if r.task == name and r.contestant == contestant]
+            ok = [r.time_to_target_s for r in rs if r.reached and r.time_to_target_s is not None]
+            capped = [r.time_to_target_s if r.reached and r.time_to_target_s is not None else args.seconds for r in rs]
+            best = median_or_none([r.best_score for r in rs if r.best_score is not None])
+            steps = median_or_none([float(r.steps) for r in rs if r.steps is not None])
+            label = f"tournament {rs[0].algos}" if algo is None and rs else contestant
+            capped_median = median_or_none(capped)
+            capped_text = fmt(capped_median) if capped_median is not None and capped_median < args.seconds else "—"
+            cell = f"{task.env} ≥ {task.target:g}" if first else ""
+            first = False
+            print(
+                f"| {cell} | {label} | {sum(r.reached for r in rs)}/{len(rs)} | {fmt(median_or_none(ok))} | "
+                f"{capped_text} | {fmt(best)} | {fmt(steps, ',.0f')} |"
+            )
+    print()
+    print("— in *median t (fail = budget)*: at least half of the runs failed (the median is the budget).")
+    print(f"raw runs: {out}")
+
+
+if __name__ == "__main__":
+    main()
