@@ -315,7 +315,7 @@ class Orchestrator:
         return None
 
     def _steps_done(self) -> int:
-        return sum(p.steps or 0 for p in self.board.pods("finished"))
+        return sum(_pod_steps(p) for p in self.board.pods("finished", "failed", "preempted"))
 
     # ----------------------------------------------------------------- pool size
     def pool_size(self, resources: Resources) -> int:
@@ -372,8 +372,8 @@ class Orchestrator:
         plan = self.generator.next(number, self.board.entries(), running, [p.algo for p in pods])
         spec = plan.spec
         c = self.config
-        if c.seconds is not None:  # a round never outlasts the tournament
-            left = max(MIN_ROUND_SECONDS, c.seconds - self.elapsed())
+        if c.seconds is not None:  # a round (plus its start-up and final evaluation) never outlasts the tournament
+            left = max(MIN_ROUND_SECONDS, c.seconds - self.elapsed() - self._overhead())
             spec = spec.model_copy(update={"seconds": min(spec.seconds or math.inf, left)})
         pod_id = f"p{number:04d}"
         record = self.board.add_pod(
@@ -395,6 +395,16 @@ class Orchestrator:
             origin = f"from {plan.parent.pod_id} (#{plan.parent.rank}, {plan.parent.score_mean:.1f}; {changes})"
         self.view.event(f"{pod_id} {spec.algo} started {origin}")
         return record
+
+    def _overhead(self) -> float:
+        """Seconds a pod spends outside its training budget (process start, building, final evaluation,
+        reporting): the median over the pods finished so far, 0 before the first."""
+        spent = sorted(
+            (p.ended - p.started) - (p.wall_time or 0.0)
+            for p in self.board.pods("finished")
+            if p.ended and p.started and p.attempts == 1
+        )
+        return max(0.0, spent[len(spent) // 2]) if spent else 0.0
 
     def _submit(self, pod: PodRecord, resume: bool) -> None:
         from podium.config import PodSpec
@@ -480,7 +490,7 @@ class Orchestrator:
             entries=entries,
             pods_started=sum(p.status != "queued" for p in pods),
             pods_failed=sum(p.status == "failed" for p in pods),
-            total_steps=sum(p.steps or 0 for p in pods if p.status == "finished"),
+            total_steps=sum(_pod_steps(p) for p in pods),
             message=messages.get(stop, stop),
         )
         import json
@@ -491,6 +501,17 @@ class Orchestrator:
         plot_progress(self.board.history(), self.run_dir / "progress.png", target)
         plot_champion(lineage, self.run_dir / "champion.png", target)
         return report
+
+
+def _pod_steps(pod: PodRecord) -> int:
+    """Env steps a pod took: from its report if it finished, else from its curve (the last evaluation)."""
+    if pod.status == "finished":
+        return int(pod.steps or 0)
+    try:
+        rows = list(csv.DictReader((Path(pod.run_dir) / "curve.csv").open()))
+    except (FileNotFoundError, csv.Error):
+        return 0
+    return int(float(rows[-1]["step"])) if rows else 0
 
 
 def _backend_args(config: TournamentConfig) -> dict[str, Any]:
