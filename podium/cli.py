@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from podium.tournament import TournamentReport
 
 app = typer.Typer(
     name="podium",
@@ -192,19 +195,19 @@ def _tournament_errors() -> tuple[type[BaseException], ...]:
     return (ConfigError, DatabaseError, CheckpointError)
 
 
-def _print_tournament(report: object) -> None:
+def _print_tournament(report: TournamentReport) -> None:
     from podium.tournament.view import leaderboard_table
 
-    r = report  # TournamentReport
-    console.print(leaderboard_table(r.entries, f"leaderboard of {r.run_dir}"))  # type: ignore[attr-defined]
-    if r.lineage:  # type: ignore[attr-defined]
-        chain = " <- ".join(f"{p['id']} ({p['algo']}, {p['score_mean']:.1f})" for p in r.lineage)  # type: ignore[attr-defined]
+    console.print(leaderboard_table(report.entries, f"leaderboard of {report.run_dir}"))
+    if report.lineage:
+        chain = " <- ".join(f"{p['id']} ({p['algo']}, {p['score_mean']:.1f})" for p in report.lineage)
         console.print(f"champion lineage: {chain}")
-    ttt = f", target reached after {r.time_to_target:.1f} s" if r.time_to_target is not None else ""  # type: ignore[attr-defined]
+    reached = report.time_to_target
+    ttt = f", target reached after {reached:.1f} s" if reached is not None else ""
     console.print(
-        f"stopped: {r.message} after {r.elapsed:.1f} s{ttt}; "  # type: ignore[attr-defined]
-        f"{r.pods_started} pods ({r.pods_failed} failed), {r.total_steps:,} env steps. "  # type: ignore[attr-defined]
-        f"Report: {r.run_dir}/report.json, progress.png, champion.png"  # type: ignore[attr-defined]
+        f"stopped: {report.message} after {report.elapsed:.1f} s{ttt}; "
+        f"{report.pods_started} pods ({report.pods_failed} failed), {report.total_steps:,} env steps. "
+        f"Report: {report.run_dir}/report.json, progress.png, champion.png"
     )
 
 

@@ -39,7 +39,7 @@ from podium.pod import build_agent
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, make_backend, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
-from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url, redact
+from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url
 from podium.tournament.updater import Updater
 from podium.tournament.view import PoolView
 
@@ -49,10 +49,6 @@ MIN_ROUND_SECONDS = 2.0
 """A new pod is only started if the tournament has at least this many seconds of budget left."""
 STOP_GRACE = 60.0
 """At the time or step budget, running pods get this long to hand in their (capped) rounds."""
-
-
-class TournamentError(RuntimeError):
-    """The tournament stopped for a reason that needs the user (e.g. every pod fails)."""
 
 
 @dataclass
@@ -521,8 +517,3 @@ def _backend_args(config: TournamentConfig) -> dict[str, Any]:
 def _default_run_dir(config: TournamentConfig) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"tournament-{config.env}-{stamp}"
-
-
-def describe_database(url: str | None, run_dir: Path) -> str:
-    """Human-readable database location (password hidden)."""
-    return redact(database_url(url, run_dir))
