@@ -203,9 +203,9 @@ def _print_tournament(report: TournamentReport) -> None:
         chain = " <- ".join(f"{p['id']} ({p['algo']}, {p['score_mean']:.1f})" for p in report.lineage)
         console.print(f"champion lineage: {chain}")
     reached = report.time_to_target
-    ttt = f", target reached after {reached:.1f} s" if reached is not None else ""
+    ttt = f" (its policy first scored it {reached:.1f} s into the run)" if reached is not None else ""
     console.print(
-        f"stopped: {report.message} after {report.elapsed:.1f} s{ttt}; "
+        f"stopped after {report.elapsed:.1f} s: {report.message}{ttt}; "
         f"{report.pods_started} pods ({report.pods_failed} failed), {report.total_steps:,} env steps. "
         f"Report: {report.run_dir}/report.json, progress.png, champion.png"
     )

@@ -40,9 +40,9 @@ DEFAULT_MUTABLE: dict[str, tuple[str, ...]] = {
 DEMO_CONFIG: dict[str, Any] = {
     "env": "Pendulum-v1",
     "algos": {"ppo": 1, "sac": 1, "td3": 1},
-    "target": -150.0,
+    "target": -140.0,
     "seconds": 90.0,
-    "pod": {"seconds": 12.0, "eval_every": 4096},
+    "pod": {"seconds": 4.0, "eval_every": 4096},
     "pool": {"max": 4},
 }
 """``podium demo``: a short mixed tournament on Pendulum (the same as ``examples/pendulum.yaml``, shorter)."""

@@ -32,7 +32,7 @@ def leaderboard_table(entries: list[Entry], title: str = "leaderboard", limit: i
         ("train s", "right"),
         ("parent", "left"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=name in ("score", "pod", "parent"))  # type: ignore[arg-type]
     for e in entries[:limit]:
         table.add_row(
             str(e.rank),

@@ -83,8 +83,8 @@ def test_a_pod_killed_with_sigkill_is_recorded_as_failed_and_replaced(tmp_path):
 
 
 def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
-    pod_steps = 12_288
-    proc, run_dir = _start(tmp_path, steps=8 * pod_steps, pod={**POD, "steps": pod_steps}, pool={"max": 2})
+    pod_steps = 65_536  # long enough (several seconds) that pods are still running when the orchestrator dies
+    proc, run_dir = _start(tmp_path, steps=5 * pod_steps, pod={**POD, "steps": pod_steps}, pool={"max": 2})
 
     def entries_and_running():
         if not (run_dir / "tournament.yaml").exists():
@@ -124,11 +124,11 @@ def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(tmp_path)
         assert pod_id in after or worst_after >= entry.score_mean
         if pod_id in after:
             assert after[pod_id].checkpoint == entry.checkpoint and Path(entry.checkpoint).exists()
-    assert sum(p.steps or 0 for p in board.pods("finished")) >= 8 * pod_steps
+    assert sum(p.steps or 0 for p in board.pods("finished")) >= 5 * pod_steps
     for orphan in orphans:  # adopted (still running at resume) or resumed from its checkpoint
         assert board.pod(orphan.id).status == "finished", board.pod(orphan.id)
         assert not _alive(_pid(orphan))
-    assert "adopted" in resumed.stdout or "resumed from its last checkpoint" in resumed.stdout
+    assert "adopted" in resumed.stdout or "resumed from its last checkpoint" in resumed.stdout, resumed.stdout
     assert not board.pods("running", "queued")
 
 
@@ -157,3 +157,44 @@ def test_the_pool_follows_the_orchestrators_cpu_affinity(tmp_path):
     assert preempted, "the preempted pod was never resumed"
     log = (tmp_path / "orchestrator.log").read_text()
     assert "preempted: the pool shrank" in log and "resumed from its last checkpoint" in log
+
+
+def _collect(backend, count: int, timeout: float = 90.0):
+    outcomes, end = [], time.monotonic() + timeout
+    while len(outcomes) < count and time.monotonic() < end:
+        outcomes += backend.poll(1.0)
+    assert len(outcomes) == count, f"only {len(outcomes)} of {count} pods finished in {timeout} s"
+    return outcomes
+
+
+def test_a_finished_pods_process_runs_the_next_pod_and_a_failed_one_is_not_reused(tmp_path):
+    from podium.config import PodSpec
+    from podium.tournament.backends import PodJob
+    from podium.tournament.backends.process import ProcessBackend
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=2048, torch_threads=1, **POD)
+    backend = ProcessBackend(cpus_per_pod=1, idle_timeout=60)
+    try:
+        first = backend.submit(PodJob("a", spec, tmp_path / "a"))
+        [done] = _collect(backend, 1)
+        assert done.pod_id == "a" and done.report is not None and done.report.steps >= 2048
+        second = backend.submit(PodJob("b", spec.model_copy(update={"seed": 1}), tmp_path / "b"))
+        assert second == first  # same host:pid: the idle process took the job
+        [done] = _collect(backend, 1)
+        assert done.report is not None and (tmp_path / "b" / "report.json").is_file()
+
+        broken = spec.model_copy(update={"env": "NoSuchEnv-v0"})
+        third = backend.submit(PodJob("c", broken, tmp_path / "c"))
+        assert third == first
+        [failed] = _collect(backend, 1)
+        assert failed.report is None and "NoSuchEnv" in failed.error
+        pid = int(first.rpartition(":")[2])
+        _wait(lambda: not _alive(pid), 10, "the failed pod's process to exit")
+        fourth = backend.submit(PodJob("d", spec, tmp_path / "d"))
+        assert fourth != first  # a fresh process after a failure
+        [done] = _collect(backend, 1)
+        assert done.report is not None
+    finally:
+        backend.shutdown()
+    pid = int(fourth.rpartition(":")[2])
+    _wait(lambda: not _alive(pid), 10, "the idle process to exit at shutdown")

@@ -1,9 +1,16 @@
 """Process backend: every pod is a local subprocess (the embedded default).
 
-Each pod runs ``python -m podium.tournament.backends.process POD_RUN_DIR``, reading its job from
-``POD_RUN_DIR/job.json`` and writing ``report.json`` (finished) or ``error.txt`` (failed); its output
-goes to ``POD_RUN_DIR/pod.log``. CPU pods pin their torch/OpenMP threads to ``ceil(cpus_per_pod)`` so
-the pool does not oversubscribe the cores; GPU pods are spread over the visible GPUs.
+A pod process runs ``python -m podium.tournament.backends.process POD_RUN_DIR``, reading its job from
+``POD_RUN_DIR/job.json`` and writing ``report.json`` (finished) or ``error.txt`` (failed), then ``done``
+(its exit code); its output goes to ``POD_RUN_DIR/pod.log``. CPU pods pin their torch/OpenMP threads to
+``ceil(cpus_per_pod)`` so the pool does not oversubscribe the cores; GPU pods are spread over the
+visible GPUs.
+
+Pod processes are reused: after a job succeeds, the process reads the next pod's run directory from its
+standard input instead of exiting, so a tournament of short rounds pays Python's and torch's start-up
+(about 2 s of CPU per process on a laptop core) once per pool slot rather than once per pod. A process
+whose job failed exits; an idle process exits when its stdin closes (the orchestrator ended) and is
+stopped by the backend after ``idle_timeout`` seconds without work.
 
 Pods run in their own session: Ctrl-C in the terminal reaches the orchestrator, which stops them in
 order. A pod that outlives a killed orchestrator is adopted by the next one (``podium tournament
@@ -51,6 +58,13 @@ class _Running:
     gpu: int | None
 
 
+@dataclass
+class _Idle:
+    popen: subprocess.Popen
+    gpu: int | None
+    since: float
+
+
 class ProcessBackend(Backend):
     """Runs each pod in a subprocess of this machine.
 
@@ -58,14 +72,26 @@ class ProcessBackend(Backend):
         cpus_per_pod: threads a CPU pod may use (its torch and OpenMP thread count).
         resources: override what :meth:`resources` reports (fixed, or a function); default: the
             affinity mask's cores and the visible GPUs.
+        reuse: run the next pod in a finished pod's process (saves the interpreter and torch start-up);
+            ``False`` starts a fresh process for every pod.
+        idle_timeout: seconds an idle reusable process waits for work before the backend stops it.
     """
 
     name = "process"
 
-    def __init__(self, cpus_per_pod: float = 1.0, resources: Resources | None = None) -> None:
+    def __init__(
+        self,
+        cpus_per_pod: float = 1.0,
+        resources: Resources | None = None,
+        reuse: bool = True,
+        idle_timeout: float = 30.0,
+    ) -> None:
         self.threads = max(1, math.ceil(cpus_per_pod))
         self._resources = resources
         self._running: dict[str, _Running] = {}
+        self._idle: list[_Idle] = []
+        self.reuse = reuse
+        self.idle_timeout = idle_timeout
         self._host = socket.gethostname()
 
     def resources(self) -> Resources:
@@ -78,35 +104,61 @@ class ProcessBackend(Backend):
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("report.json", "error.txt"):
             (run_dir / stale).unlink(missing_ok=True)
+        for stale in ("done", "pod.pid"):
+            (run_dir / stale).unlink(missing_ok=True)
         (run_dir / "job.json").write_text(
             json.dumps({"pod_id": job.pod_id, "spec": job.spec.model_dump(mode="json"), "resume": job.resume})
         )
-        env = dict(os.environ)
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env[var] = str(self.threads)
         gpu = None
         if job.spec.device.startswith("cuda") and local_gpus() > 0:
             used = [r.gpu for r in self._running.values() if r.gpu is not None]
             gpu = min(range(local_gpus()), key=used.count)
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-        with open(run_dir / "pod.log", "ab") as log:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "podium.tournament.backends.process", str(run_dir.resolve())],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+        popen = self._reuse(run_dir, gpu) if self.reuse else None
+        if popen is None:
+            env = dict(os.environ)
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                env[var] = str(self.threads)
+            if gpu is not None:
+                env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+            with open(run_dir / "pod.log", "ab") as log:
+                popen = subprocess.Popen(
+                    [sys.executable, "-m", "podium.tournament.backends.process", str(run_dir.resolve())],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.PIPE if self.reuse else subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
+            (run_dir / "pod.pid").write_text(str(popen.pid))
         self._running[job.pod_id] = _Running(run_dir, popen.pid, popen, gpu)
         return f"{self._host}:{popen.pid}"
+
+    def _reuse(self, run_dir: Path, gpu: int | None) -> subprocess.Popen | None:
+        """Hand ``run_dir`` to an idle pod process on the same GPU; ``None`` when there is none."""
+        for idle in list(self._idle):
+            if idle.gpu != gpu:
+                continue
+            self._idle.remove(idle)
+            if idle.popen.poll() is not None or idle.popen.stdin is None:
+                continue
+            # pod.pid first: an orchestrator that dies right after this line still finds (adopts) the pod
+            (run_dir / "pod.pid").write_text(str(idle.popen.pid))
+            try:
+                idle.popen.stdin.write(f"{run_dir.resolve()}\n".encode())
+                idle.popen.stdin.flush()
+            except (BrokenPipeError, OSError):
+                (run_dir / "pod.pid").unlink(missing_ok=True)
+                _stop(_Running(run_dir, idle.popen.pid, idle.popen, gpu))
+                continue
+            return idle.popen
+        return None
 
     def adopt(self, pod_id: str, handle: str, run_dir: Path) -> bool:
         host, _, pid_text = handle.rpartition(":")
         if host != self._host or not pid_text.isdigit():
             return False
         pid = int(pid_text)
-        if not _is_pod_process(pid, Path(run_dir)):
+        if not _is_pod_process(pid, Path(run_dir)) or (Path(run_dir) / "done").exists():
             return False
         self._running[pod_id] = _Running(Path(run_dir), pid, None, None)
         return True
@@ -116,16 +168,23 @@ class ProcessBackend(Backend):
         while True:
             done = []
             for pod_id, run in list(self._running.items()):
+                marker = _read_done(run.job_dir)
                 if run.popen is not None:
                     code = run.popen.poll()
-                    if code is None:
+                    if code is None and marker is None:
                         continue
+                    if code is None and marker == 0 and self.reuse:
+                        self._idle.append(_Idle(run.popen, run.gpu, time.monotonic()))  # ready for the next pod
+                    code = marker if code is None else code
+                elif marker is not None:
+                    code = marker
                 elif _alive(run.pid):
                     continue
                 else:
                     code = None  # an adopted pod: its exit status went to the orchestrator that started it
                 del self._running[pod_id]
                 done.append(_outcome(pod_id, run.job_dir, code))
+            self._retire_idle(self.idle_timeout)
             if done or time.monotonic() >= deadline:
                 return done
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
@@ -138,6 +197,20 @@ class ProcessBackend(Backend):
     def shutdown(self) -> None:
         for pod_id in list(self._running):
             self.cancel(pod_id)
+        self._retire_idle(0.0)
+
+    def _retire_idle(self, older_than: float) -> None:
+        """Stop idle pod processes that waited more than ``older_than`` seconds (closing stdin ends them)."""
+        now = time.monotonic()
+        for idle in [i for i in self._idle if now - i.since >= older_than]:
+            self._idle.remove(idle)
+            with contextlib.suppress(OSError):
+                if idle.popen.stdin is not None:
+                    idle.popen.stdin.close()
+            try:
+                idle.popen.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                _stop(_Running(Path("."), idle.popen.pid, idle.popen, idle.gpu))
 
 
 def _alive(pid: int) -> bool:
@@ -149,12 +222,21 @@ def _alive(pid: int) -> bool:
 
 
 def _is_pod_process(pid: int, run_dir: Path) -> bool:
-    """Whether ``pid`` is a live pod process of ``run_dir`` (and not a recycled pid)."""
+    """Whether ``pid`` is a live pod process working on ``run_dir`` (and not a recycled pid)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        owner = (run_dir / "pod.pid").read_text().strip()
     except (FileNotFoundError, PermissionError):
         return False
-    return _alive(pid) and str(run_dir.resolve()).encode() in cmdline
+    return _alive(pid) and b"podium.tournament.backends.process" in cmdline and owner == str(pid)
+
+
+def _read_done(run_dir: Path) -> int | None:
+    """The exit code a pod process left in ``run_dir/done`` once it finished that job, else ``None``."""
+    try:
+        return int((run_dir / "done").read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def _stop(run: _Running, grace: float = 5.0) -> None:
@@ -191,18 +273,45 @@ def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
     )
 
 
-def main(run_dir: str) -> int:
-    """Entry point of a pod subprocess: run the job in ``run_dir``; 0 = report written, 1 = failed."""
+def run_one(run_dir: str) -> int:
+    """Run the job in ``run_dir``; 0 = report written, 1 = failed (``error.txt``). Leaves ``done``."""
     path = Path(run_dir)
     try:
         job = json.loads((path / "job.json").read_text())
         spec = PodSpec(**job["spec"])
         run_job(PodJob(job["pod_id"], spec, path, bool(job.get("resume"))))
+        code = 0
     except Exception:
         (path / "error.txt").write_text(traceback.format_exc())
         traceback.print_exc()
-        return 1
-    return 0
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    (path / "done").write_text(str(code))
+    return code
+
+
+def _log_to(run_dir: Path) -> None:
+    """Send this process's output (file descriptors 1 and 2) to ``run_dir/pod.log``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(run_dir / "pod.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def main(run_dir: str) -> int:
+    """Entry point of a pod process: run the job in ``run_dir``, then, while the jobs succeed, the jobs
+    whose run directories arrive one per line on stdin (empty stdin: one job only)."""
+    code = run_one(run_dir)
+    while code == 0:
+        line = sys.stdin.readline()
+        if not line.strip():
+            break
+        _log_to(Path(line.strip()))
+        code = run_one(line.strip())
+    return code
 
 
 if __name__ == "__main__":
