@@ -423,6 +423,7 @@ def main() -> None:
     print()
     print(f"`{command}`")
     print()
+    dashes = False
     print("| task | contestant | success | median t (ok) s | median t (fail = budget) s | median best | median steps |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for name, contestants in plan:
@@ -437,6 +438,7 @@ def main() -> None:
             label = f"tournament {rs[0].algos}" if algo is None and rs else contestant
             capped_median = median_or_none(capped)
             capped_text = fmt(capped_median) if capped_median is not None and capped_median < args.seconds else "—"
+            dashes = dashes or capped_text == "—"
             cell = f"{task.env} ≥ {task.target:g}" if first else ""
             first = False
             print(
@@ -444,7 +446,8 @@ def main() -> None:
                 f"{capped_text} | {fmt(best)} | {fmt(steps, ',.0f')} |"
             )
     print()
-    print("— in *median t (fail = budget)*: at least half of the runs failed (the median is the budget).")
+    if dashes:
+        print("— in *median t (fail = budget)*: at least half of the runs failed (the median is the budget).")
     print(f"raw runs: {out}")
 
 

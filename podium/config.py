@@ -77,7 +77,13 @@ class PodSpec(BaseModel):
     """Also keep a snapshot ``checkpoints/snapshots/stepNNNNNNNNNNNN.pt`` every this many seconds of training
     (e.g. to backtest how the policy generalises as training goes on); None = no snapshots."""
     init_checkpoint: str | None = None
-    """Start from this checkpoint's networks (e.g. a leaderboard entry); counters start at zero."""
+    """Start from this checkpoint's networks (e.g. a leaderboard entry); counters start at zero. An
+    off-policy pod also starts with the replay buffer saved next to it (``replay.pt``), if there is one."""
+    save_replay_buffer: bool = True
+    """Off-policy pods: keep the replay buffer in ``checkpoints/replay.pt`` (written with ``last.pt`` at
+    each time-based checkpoint and at the end of the run), so a resumed pod, or a tournament child
+    starting from this pod, continues with its experience instead of an empty buffer. Its size is the
+    buffer's filled part: about ``4 * (2 * obs_dim + act_dim + 2)`` bytes per transition."""
     torch_threads: int | None = Field(default=None, gt=0)
     """Intra-op threads for torch (default: 1 on CPU — fastest for podium's small networks and fair to
     other pods on the machine — and torch's own setting on accelerators)."""

@@ -409,3 +409,22 @@ def test_reaches_the_target_with_default_hyperparameters(algo, env_id, target, s
         run_dir=tmp_path,
     )
     assert report.reached_target, (report.score_mean, report.curve[-5:])
+
+
+def test_replay_buffer_state_round_trips_oldest_first_and_keeps_the_newest_when_smaller():
+    buffer = ReplayBuffer(5, 2, (1,), torch.float32, CPU)
+    for step in range(7):  # wraps: holds steps 2..6, oldest at pos
+        value = torch.full((1,), float(step))
+        done = torch.zeros(1, dtype=torch.bool)
+        buffer.add(value.expand(1, 2), value[:, None], value, value.expand(1, 2) + 0.5, done)
+    state = buffer.state_dict()
+    assert state["rewards"].tolist() == [2, 3, 4, 5, 6]
+    copy = ReplayBuffer(5, 2, (1,), torch.float32, CPU)
+    copy.load_state_dict(state)
+    assert copy.size == 5 and copy.state_dict()["rewards"].tolist() == [2, 3, 4, 5, 6]
+    assert torch.equal(copy.state_dict()["next_obs"], state["next_obs"])
+    small = ReplayBuffer(3, 2, (1,), torch.float32, CPU)
+    small.load_state_dict(state)
+    assert small.size == 3 and small.state_dict()["rewards"].tolist() == [4, 5, 6]
+    with pytest.raises(ValueError, match="shapes"):
+        ReplayBuffer(5, 3, (1,), torch.float32, CPU).load_state_dict(state)

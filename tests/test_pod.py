@@ -117,6 +117,40 @@ def test_a_child_pod_keeps_its_own_learning_rates_and_its_parents_weights(tmp_pa
         assert torch.equal(value, saved["module.actor"][key])
 
 
+def test_replay_buffer_is_saved_and_continues_in_a_resumed_pod_and_in_a_child(tmp_path, monkeypatch):
+    parent = podium.train("Pendulum-v1", "sac", steps=2_048, run_dir=tmp_path / "parent", **FAST)
+    replay = load_checkpoint(tmp_path / "parent" / "checkpoints" / "replay.pt")
+    assert replay["algo"] == "sac" and replay["replay"]["rewards"].shape[0] == parent.steps == 2_048
+    loaded = []
+    original = Pod.run
+
+    def spy(self):  # what the buffer held when training began
+        loaded.append(None if self._replay is None else self._replay["rewards"].shape[0])
+        return original(self)
+
+    monkeypatch.setattr(Pod, "run", spy)
+    resumed = podium.train(resume=tmp_path / "parent", steps=3_072)
+    assert resumed.steps >= 3_072 and loaded[-1] == 2_048
+    grown = load_checkpoint(tmp_path / "parent" / "checkpoints" / "replay.pt")["replay"]["rewards"].shape[0]
+    assert grown == resumed.steps  # the resumed pod added to the old experience, it did not start over
+    child = Pod(PodSpec(env="Pendulum-v1", algo="sac", steps=64, init_checkpoint=parent.checkpoint, **FAST))
+    child.run()
+    assert loaded[-1] == grown  # a tournament child starts with its parent's experience
+    off = PodSpec(env="Pendulum-v1", algo="sac", steps=64, save_replay_buffer=False, **FAST)
+    Pod(off, tmp_path / "off").run()
+    assert not (tmp_path / "off" / "checkpoints" / "replay.pt").exists()
+    ppo = podium.train("Pendulum-v1", "ppo", steps=2_048, run_dir=tmp_path / "ppo", **FAST)
+    assert ppo.steps >= 2_048 and not (tmp_path / "ppo" / "checkpoints" / "replay.pt").exists()
+
+
+def test_a_corrupt_replay_buffer_is_ignored_with_a_warning(tmp_path):
+    podium.train("Pendulum-v1", "td3", steps=1_024, run_dir=tmp_path / "r", **FAST)
+    (tmp_path / "r" / "checkpoints" / "replay.pt").write_bytes(b"not a checkpoint")
+    with pytest.warns(UserWarning, match="ignoring the replay buffer .*empty buffer"):
+        pod = Pod.resume(tmp_path / "r", steps=2_048)
+    assert pod.run().steps >= 2_048
+
+
 def test_snapshots_are_kept_at_the_requested_interval_and_survive_resume(tmp_path):
     report = podium.train("CartPole-v1", "ppo", seconds=1.5, snapshot_every=0.3, run_dir=tmp_path / "r", **FAST)
     snaps = sorted((tmp_path / "r" / "checkpoints" / "snapshots").glob("step*.pt"))

@@ -81,6 +81,9 @@ class RolloutBuffer:
         }
 
 
+_REPLAY_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated")
+
+
 class ReplayBuffer:
     """Circular off-policy storage of ``capacity`` transitions in contiguous tensors.
 
@@ -123,6 +126,28 @@ class ReplayBuffer:
         self.next_obs[idx], self.terminated[idx] = next_obs, terminated.to(self.terminated.dtype)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The stored transitions, oldest first: ``obs [size, obs_dim]``, ``actions [size, ...]``,
+        ``rewards [size]``, ``next_obs [size, obs_dim]``, ``terminated [size]``."""
+        if self.size < self.capacity:
+            order = torch.arange(self.size, device=self.device)
+        else:
+            order = (torch.arange(self.capacity, device=self.device) + self.pos) % self.capacity
+        return {name: getattr(self, name)[order] for name in _REPLAY_FIELDS}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Replace the contents with ``state`` (from :meth:`state_dict`); keeps the newest ``capacity``."""
+        shapes = {name: tuple(getattr(self, name).shape[1:]) for name in _REPLAY_FIELDS}
+        got = {name: tuple(state[name].shape[1:]) for name in _REPLAY_FIELDS if name in state}
+        if got != shapes:
+            raise ValueError(f"replay buffer state has shapes {got}, this buffer stores {shapes}")
+        self.pos, self.size = 0, 0
+        keep = min(int(state["rewards"].shape[0]), self.capacity)
+        if keep == 0:
+            return
+        recent = {name: state[name][-keep:].to(self.device) for name in _REPLAY_FIELDS}
+        self.add(recent["obs"], recent["actions"], recent["rewards"], recent["next_obs"], recent["terminated"])
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         if self.size == 0:

@@ -5,18 +5,20 @@
     RUN_DIR/spec.yaml                 the spec it was started with
     RUN_DIR/checkpoints/last.pt       periodic checkpoint (networks, optimisers, normalisers, counters)
     RUN_DIR/checkpoints/best.pt       the best evaluated snapshot
+    RUN_DIR/checkpoints/replay.pt     off-policy pods: the replay buffer (with last.pt's time-based saves)
     RUN_DIR/checkpoints/snapshots/    optional snapshots every ``spec.snapshot_every`` seconds of training
     RUN_DIR/curve.csv, curve.png      learning curve: evaluation score vs env steps and vs seconds
     RUN_DIR/metrics.csv, RUN_DIR/tb/  training scalars (CSV and TensorBoard)
 
 A pod killed at any moment can be continued with :meth:`Pod.resume` (``podium train --resume``): it
-reloads ``last.pt`` and continues the step count and the curve from there.
+reloads ``last.pt`` (and ``replay.pt``) and continues the step count and the curve from there.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -36,7 +38,10 @@ from podium.pod.learner import Learner
 from podium.pod.worker import Worker
 from podium.store import CheckpointError, load_checkpoint, save_checkpoint
 
-__all__ = ["Pod", "PodReport", "TrainingDivergedError", "build_agent"]
+__all__ = ["REPLAY_FILE", "Pod", "PodReport", "TrainingDivergedError", "build_agent"]
+
+REPLAY_FILE = "replay.pt"
+"""An off-policy pod's replay buffer, next to its ``last.pt`` (see ``PodSpec.save_replay_buffer``)."""
 
 
 class TrainingDivergedError(RuntimeError):
@@ -139,10 +144,12 @@ class Pod:
         self.train_time_to_target: float | None = None
         self._next_eval = spec.eval_every
         self._next_snapshot = spec.snapshot_every or math.inf
+        self._replay: dict[str, torch.Tensor] | None = None  # replay buffer contents to start run() with
         if spec.init_checkpoint and _load_init:
             payload = load_checkpoint(spec.init_checkpoint, map_location=self.env.device)
             self._check_algo(payload, spec.init_checkpoint)
             self.agent.load_state_dict(payload["agent"])
+            self._replay = self._read_replay(Path(spec.init_checkpoint).parent / REPLAY_FILE)
 
     # ----------------------------------------------------------------- resume
     @classmethod
@@ -163,7 +170,24 @@ class Pod:
         pod.time_to_target = c.get("time_to_target")
         pod.steps_to_target = c.get("steps_to_target")
         pod.train_time_to_target = c.get("train_time_to_target")
+        pod._replay = pod._read_replay(run_dir / "checkpoints" / REPLAY_FILE)
         return pod
+
+    def _read_replay(self, path: Path) -> dict[str, torch.Tensor] | None:
+        """The replay buffer saved at ``path`` for an off-policy agent; None when there is none to use."""
+        if self.agent.on_policy or not path.is_file():
+            return None
+        try:
+            payload = load_checkpoint(path, map_location=self.env.device)
+            if payload.get("algo") != self.agent.name:
+                raise CheckpointError(f"it holds a {payload.get('algo')!r} agent's experience")
+            return payload["replay"]
+        except (CheckpointError, KeyError) as exc:
+            reason = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+            warnings.warn(
+                f"ignoring the replay buffer {path} ({reason}); this pod starts with an empty buffer", stacklevel=2
+            )
+            return None
 
     def _check_algo(self, payload: dict[str, Any], where: Any) -> None:
         if payload.get("algo") != self.agent.name:
@@ -193,9 +217,16 @@ class Pod:
             },
         }
 
-    def save(self, name: str = "last") -> Path:
-        """Write ``RUN_DIR/checkpoints/NAME.pt`` atomically."""
-        return save_checkpoint(self.run_dir / "checkpoints" / f"{name}.pt", self._payload())
+    def save(self, name: str = "last", buffer: Any = None) -> Path:
+        """Write ``RUN_DIR/checkpoints/NAME.pt`` atomically; with an off-policy ``buffer`` (and
+        ``spec.save_replay_buffer``), also its contents to ``checkpoints/replay.pt``."""
+        path = save_checkpoint(self.run_dir / "checkpoints" / f"{name}.pt", self._payload())
+        if buffer is not None and self.spec.save_replay_buffer and hasattr(buffer, "state_dict"):
+            save_checkpoint(
+                self.run_dir / "checkpoints" / REPLAY_FILE,
+                {"algo": self.agent.name, "steps": self.steps, "replay": buffer.state_dict()},
+            )
+        return path
 
     # ----------------------------------------------------------------- the loop
     def _budget_left(self, started: float, base_wall: float) -> str | None:
@@ -220,6 +251,9 @@ class Pod:
         learner = Learner(agent)
         evaluator = Evaluator(self.eval_env, spec.eval_deterministic, seed=spec.seed + 1_000_000)
         buffer = agent.make_buffer()
+        if self._replay is not None:
+            buffer.load_state_dict(self._replay)
+            self._replay = None
         start = time.perf_counter()
         base_wall = self.wall_time
         last_ckpt = start
@@ -267,8 +301,9 @@ class Pod:
                 if progress is not None:
                     progress.update(self.steps, self.wall_time, scalars["charts/SPS"], last_eval, self.best_mean)
                 stop = self._budget_left(start, base_wall)
-                if stop is not None or spec.checkpoint_every == 0 or now - last_ckpt >= spec.checkpoint_every:
-                    self.save("last")
+                timed = spec.checkpoint_every > 0 and now - last_ckpt >= spec.checkpoint_every
+                if stop is not None or spec.checkpoint_every == 0 or timed:
+                    self.save("last", buffer if stop is not None or timed else None)
                     last_ckpt = now
             if curve.rows == [] or curve.rows[-1]["step"] != self.steps:  # end with an evaluation of the final policy
                 last_eval = evaluator.evaluate(agent)

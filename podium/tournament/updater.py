@@ -96,7 +96,7 @@ class Updater:
             best, last = folder / "best.pt", folder / "last.pt"
             if str(best) in keep or str(last) in keep:
                 continue
-            for path in (best, last):
+            for path in (best, last, folder / "replay.pt"):
                 path.unlink(missing_ok=True)
             self.board.update_pod(pod.id, pruned=True)
             pruned.append(pod.id)
