@@ -415,7 +415,8 @@ def main() -> None:
     print(
         "*success* = target reached within the budget; *median t (ok)* = median time to target over the "
         "successful runs; *median t (fail = budget)* = median over all runs with a failure counted as the "
-        "budget; times include process start-up and evaluations; *best* = median of the best evaluation mean at "
+        "budget; *worst t* = the slowest run's time to target; times include process start-up and evaluations; "
+        "*best* = median of the best evaluation mean at "
         "the end of the run (a run may overrun its budget by a few seconds: a pod's last iteration and final "
         "evaluation, the tournament's last rounds, whose pods' start-up is not in their round; a target reached "
         "then does not count as a success)."
@@ -424,8 +425,11 @@ def main() -> None:
     print(f"`{command}`")
     print()
     dashes = False
-    print("| task | contestant | success | median t (ok) s | median t (fail = budget) s | median best | median steps |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "| task | contestant | success | median t (ok) s | median t (fail = budget) s | worst t s "
+        "| median best | median steps |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, contestants in plan:
         task = TASKS[name]
         first = True
@@ -441,9 +445,10 @@ def main() -> None:
             dashes = dashes or capped_text == "—"
             cell = f"{task.env} ≥ {task.target:g}" if first else ""
             first = False
+            worst = "not reached" if len(ok) < len(rs) else fmt(max(ok) if ok else None)
             print(
                 f"| {cell} | {label} | {sum(r.reached for r in rs)}/{len(rs)} | {fmt(median_or_none(ok))} | "
-                f"{capped_text} | {fmt(best)} | {fmt(steps, ',.0f')} |"
+                f"{capped_text} | {worst} | {fmt(best)} | {fmt(steps, ',.0f')} |"
             )
     print()
     if dashes:
