@@ -89,6 +89,24 @@ class GeneratorConfig(_Strict):
     mutate: dict[str, list[str]] = Field(default_factory=dict)
     """Mutable hyperparameters per algorithm, e.g. ``{sac: [actor_lr, critic_lr]}``; algorithms not
     listed use :data:`DEFAULT_MUTABLE`. Values are kept inside the field's valid range."""
+    ranges: dict[str, dict[str, tuple[float, float]]] = Field(default_factory=dict)
+    """Search ranges per algorithm and hyperparameter, e.g. ``{td3: {exploration_noise: [0.05, 0.8]}}``
+    (PBT's search space). A ranged hyperparameter is mutable and its mutations stay inside the range;
+    every fresh pod except the first of its algorithm draws it from the range (log-uniformly when
+    ``low > 0``, else uniformly), so the pool starts spread over the range rather than at one point;
+    and a child redraws it with probability ``resample_prob`` instead of perturbing it. The first
+    fresh pod of each algorithm keeps the base hyperparameters (podium's preset)."""
+    resample_prob: float = Field(default=0.25, ge=0, le=1)
+    """Probability that a ranged hyperparameter chosen for mutation is redrawn from its whole range."""
+
+    @field_validator("ranges")
+    @classmethod
+    def _ordered_ranges(cls, value: dict[str, dict[str, tuple[float, float]]]) -> dict[str, Any]:
+        for algo, fields in value.items():
+            for name, (low, high) in fields.items():
+                if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                    raise ValueError(f"ranges.{algo}.{name}: need finite low < high, got [{low}, {high}]")
+        return {algo.lower(): fields for algo, fields in value.items()}
 
 
 class BacktestConfig(_Strict):
@@ -182,9 +200,10 @@ class TournamentConfig(_Strict):
     def _has_budget(self) -> TournamentConfig:
         if self.target is None and self.seconds is None and self.steps is None:
             raise ValueError("set at least one of target, seconds or steps, or the tournament would run forever")
-        for algo in self.hparams:
-            if algo not in self.algos:
-                raise ValueError(f"hparams.{algo}: {algo} is not in algos {sorted(self.algos)}")
+        for what, algos in (("hparams", self.hparams), ("generator.ranges", self.generator.ranges)):
+            for algo in algos:
+                if algo not in self.algos:
+                    raise ValueError(f"{what}.{algo}: {algo} is not in algos {sorted(self.algos)}")
         return self
 
     # ----------------------------------------------------------------- derived
@@ -215,7 +234,8 @@ class TournamentConfig(_Strict):
 
     def mutable(self, algo: str) -> tuple[str, ...]:
         """Names of the hyperparameters the generator perturbs for ``algo``."""
-        return tuple(self.generator.mutate.get(algo, DEFAULT_MUTABLE.get(algo, ())))
+        names = self.generator.mutate.get(algo, DEFAULT_MUTABLE.get(algo, ()))
+        return tuple(dict.fromkeys([*names, *self.generator.ranges.get(algo, {})]))
 
 
 def load_tournament_config(path: str | Path | None = None, **overrides: Any) -> TournamentConfig:

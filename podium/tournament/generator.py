@@ -4,11 +4,13 @@ mutated hyperparameters (exploit, then explore, as in population-based training)
 1. The algorithm is picked so that the running pool follows the configured ratio (the one furthest
    below its share goes next; a child inherits its parent's algorithm, so this holds for every pod).
 2. With probability ``generator.explore``, or when the leaderboard holds no entry of that algorithm,
-   the pod starts fresh with the base hyperparameters and a new seed.
+   the pod starts fresh with a new seed: the base hyperparameters for the first pod of its algorithm,
+   later ones with each hyperparameter in ``generator.ranges`` drawn from its range.
 3. Otherwise a parent is picked from that algorithm's entries (by rank, uniformly, or the best) and the
-   child starts from the parent's checkpoint, each mutable hyperparameter multiplied with probability
-   ``mutation_prob`` by a factor drawn log-uniformly from ``[1/mutation_scale, mutation_scale]`` and
-   kept inside the field's valid range.
+   child starts from the parent's checkpoint, each mutable hyperparameter changed with probability
+   ``mutation_prob``: multiplied by a factor drawn log-uniformly from
+   ``[1/mutation_scale, mutation_scale]``, or, for a ranged one with probability ``resample_prob``,
+   redrawn from its range. Values stay inside the field's valid range and inside their own range.
 
 Decisions are drawn from a random stream seeded by (tournament seed, pod number), so a resumed
 tournament makes the same decisions it would have made.
@@ -17,7 +19,7 @@ tournament makes the same decisions it would have made.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import annotated_types
@@ -40,6 +42,8 @@ class Plan:
     parent: Entry | None
     mutated: dict[str, tuple[Any, Any]]
     """Mutated hyperparameters: name -> (parent's value, child's value)."""
+    sampled: dict[str, Any] = field(default_factory=dict)
+    """A fresh pod's hyperparameters drawn from ``generator.ranges``: name -> value."""
 
 
 def effective_hparams(spec: PodSpec) -> dict[str, Any]:
@@ -81,8 +85,14 @@ class Generator:
         seed = int(rng.integers(0, 2**31 - 1))
         candidates = [e for e in entries if e.algo == algo]
         explore = rng.random() < g.explore
+        ranges = g.ranges.get(algo, {})
         if not candidates or explore:
-            return Plan(self.config.pod_spec(algo, seed), None, {})
+            if not ranges or algo not in started:
+                return Plan(self.config.pod_spec(algo, seed), None, {})
+            base = effective_hparams(self.config.pod_spec(algo, seed))
+            sampled = {name: _like(base[name], _draw(low, high, rng)) for name, (low, high) in ranges.items()}
+            hparams = {**self.config.hparams.get(algo, {}), **sampled}
+            return Plan(self.config.pod_spec(algo, seed, hparams=hparams), None, {}, sampled)
         parent = self._pick_parent(candidates, rng)
         hparams = dict(parent.hparams)
         mutated = {}
@@ -93,9 +103,14 @@ class Generator:
             value = hparams[name]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            factor = math.exp(rng.uniform(-math.log(g.mutation_scale), math.log(g.mutation_scale)))
-            new = _clamp(config_cls, name, value * factor)
-            new = max(1, round(new)) if isinstance(value, int) else float(new)
+            if name in ranges and rng.random() < g.resample_prob:
+                new = _draw(*ranges[name], rng)
+            else:
+                factor = math.exp(rng.uniform(-math.log(g.mutation_scale), math.log(g.mutation_scale)))
+                new = value * factor
+            if name in ranges:
+                new = min(max(new, ranges[name][0]), ranges[name][1])
+            new = _like(value, _clamp(config_cls, name, new))
             if new != value:
                 hparams[name] = new
                 mutated[name] = (value, new)
@@ -110,6 +125,18 @@ class Generator:
             return candidates[int(rng.integers(len(candidates)))]
         weights = np.array([1.0 / (i + 1) for i in range(len(candidates))])
         return candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))]
+
+
+def _draw(low: float, high: float, rng: np.random.Generator) -> float:
+    """A value from ``[low, high]``: log-uniform when ``low > 0`` (scales such as learning rates), else uniform."""
+    if low > 0:
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return float(rng.uniform(low, high))
+
+
+def _like(reference: Any, value: float) -> int | float:
+    """``value`` with the type of ``reference``: integers are rounded (and at least 1), floats stay floats."""
+    return max(1, round(value)) if isinstance(reference, int) and not isinstance(reference, bool) else float(value)
 
 
 def _clamp(config_cls: Any, name: str, value: float) -> float:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from podium.config import ConfigError, load_yaml
 from podium.pod import build_agent
@@ -108,13 +109,30 @@ def preflight(config: TournamentConfig) -> None:
                 if isinstance(exc, ConfigError):
                     raise
                 raise ConfigError(f"algos: {algo} cannot train on {config.env}: {exc}") from None
-            fields = get_algo(algo).Config.model_fields
+            config_cls = get_algo(algo).Config
+            fields = config_cls.model_fields
             unknown = [n for n in config.mutable(algo) if n not in fields]
             if unknown:
+                where = "ranges" if unknown[0] in config.generator.ranges.get(algo, {}) else "mutate"
                 raise ConfigError(
-                    f"generator.mutate.{algo}: {unknown[0]!r} is not a {algo} hyperparameter "
+                    f"generator.{where}.{algo}: {unknown[0]!r} is not a {algo} hyperparameter "
                     f"(choose from {', '.join(sorted(fields))})"
                 )
+            for name, (low, high) in config.generator.ranges.get(algo, {}).items():
+                base = effective_hparams(spec).get(name)
+                if isinstance(base, bool) or not isinstance(base, int | float):
+                    raise ConfigError(
+                        f"generator.ranges.{algo}.{name}: only numeric hyperparameters can have a range "
+                        f"({name} is {base!r})"
+                    )
+                for end in (low, high):
+                    try:
+                        config_cls(**{**effective_hparams(spec), name: type(base)(end)})
+                    except ValidationError as exc:
+                        raise ConfigError(
+                            f"generator.ranges.{algo}.{name}: {end:g} is not a valid value "
+                            f"({exc.errors()[0]['msg']}); narrow the range"
+                        ) from None
         best = env.max_return
         if config.target is not None and best is not None and config.target > best:
             hint = f"; rewards here are <= 0 — did you mean {-config.target:g}?" if best <= 0 < config.target else ""
@@ -386,6 +404,8 @@ class Orchestrator:
             init_checkpoint=spec.init_checkpoint,
         )
         origin = "fresh"
+        if plan.sampled:
+            origin += " (" + ", ".join(f"{k} {v:.3g}" for k, v in plan.sampled.items()) + ")"
         if plan.parent is not None:
             changes = ", ".join(f"{k} {a:.3g}->{b:.3g}" for k, (a, b) in plan.mutated.items()) or "no mutation"
             origin = f"from {plan.parent.pod_id} (#{plan.parent.rank}, {plan.parent.score_mean:.1f}; {changes})"

@@ -29,6 +29,8 @@ BASE = {"env": "Pendulum-v1", "seconds": 10, "pod": {"seconds": 2}}
         ({"seconds": None}, "target, seconds or steps"),
         ({"hparams": {"td3": {"tau": 0.1}}, "algos": {"sac": 1}}, "hparams.td3: td3 is not in algos"),
         ({"leaderbord_size": 3}, "leaderbord_size: unknown field"),
+        ({"generator": {"ranges": {"td3": {"tau": [0.5, 0.1]}}}}, r"ranges.td3.tau: need finite low < high"),
+        ({"algos": {"sac": 1}, "generator": {"ranges": {"td3": {"tau": [0.1, 0.5]}}}}, "ranges.td3: td3 is not in"),
     ],
 )
 def test_bad_configs_are_refused_with_the_field_named(fields, match):
@@ -44,6 +46,9 @@ def test_bad_configs_are_refused_with_the_field_named(fields, match):
         ({"algos": {"dqn": 1}}, "dqn cannot train on Pendulum-v1"),
         ({"hparams": {"sac": {"batch_sise": 3}}, "algos": {"sac": 1}}, "batch_sise: unknown field"),
         ({"generator": {"mutate": {"sac": ["lr"]}}, "algos": {"sac": 1}}, "'lr' is not a sac hyperparameter"),
+        ({"generator": {"ranges": {"sac": {"lr": [0.1, 1]}}}, "algos": {"sac": 1}}, r"ranges.sac: 'lr' is not a sac"),
+        ({"generator": {"ranges": {"sac": {"tau": [0.1, 2.0]}}}, "algos": {"sac": 1}}, r"sac.tau: 2 is not a valid"),
+        ({"generator": {"ranges": {"sac": {"autotune_alpha": [0, 1]}}}, "algos": {"sac": 1}}, "only numeric"),
     ],
 )
 def test_preflight_catches_what_needs_the_env(fields, match, tmp_path):
@@ -118,3 +123,31 @@ def test_no_entry_of_the_chosen_algorithm_means_a_fresh_pod():
     sac_entry = _entry("p0001", "sac", -150.0, 1, effective_hparams(config.pod_spec("sac", 0)))
     plan = Generator(config).next(2, [sac_entry], ["sac"], ["sac"])
     assert plan.spec.algo == "ppo" and plan.parent is None
+
+
+def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
+    ranges = {"exploration_noise": [0.05, 0.8], "batch_size": [64, 512]}
+    generator = {"explore": 1.0, "ranges": {"td3": ranges}, "mutation_prob": 1.0, "mutation_scale": 4.0}
+    config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": generator})
+    base = effective_hparams(config.pod_spec("td3", 0))
+    first = Generator(config).next(1, [], [], [])
+    assert first.sampled == {} and first.spec.hparams == {}  # the first td3 pod: podium's defaults
+    fresh = [Generator(config).next(n, [], [], ["td3"]) for n in range(2, 202)]
+    noise = [p.spec.hparams["exploration_noise"] for p in fresh]
+    batch = [p.spec.hparams["batch_size"] for p in fresh]
+    assert all(0.05 <= x <= 0.8 for x in noise) and min(noise) < 0.1 and max(noise) > 0.5
+    assert sum(x < 0.2 for x in noise) > 60  # log-uniform: half the draws below sqrt(0.05 * 0.8) = 0.2
+    assert all(isinstance(b, int) and 64 <= b <= 512 for b in batch) and len(set(batch)) > 50
+    assert all(p.parent is None and p.sampled.keys() == {"exploration_noise", "batch_size"} for p in fresh)
+
+    config = TournamentConfig(
+        **{**BASE, "algos": {"td3": 1}, "generator": {**generator, "explore": 0.0, "resample_prob": 0.5}}
+    )
+    parent = _entry("p0001", "td3", -150.0, 1, {**base, "exploration_noise": 0.7})
+    children = [Generator(config).next(n, [parent], [], ["td3"]) for n in range(2, 202)]
+    noise = [c.spec.hparams["exploration_noise"] for c in children]
+    assert all(0.05 <= x <= 0.8 for x in noise)  # 0.7 * 4 would leave the range: clamped
+    assert sum(x == 0.8 for x in noise) > 10
+    assert sum(x < 0.7 / 4 for x in noise) > 10  # only a redraw from the whole range gets this far
+    assert all("exploration_noise" in c.mutated or c.spec.hparams["exploration_noise"] == 0.7 for c in children)
+    assert all("actor_lr" in c.mutated for c in children)  # the default mutable fields still mutate
