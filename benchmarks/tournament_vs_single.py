@@ -96,6 +96,8 @@ class Run:
     stop_reason: str | None
     wall_s: float  # wall-clock seconds of the whole process, wind-down included
     error: str = ""
+    first_round_overhead_s: float | None = None  # tournament: median seconds a slot's first pod spent outside training
+    round_overhead_s: float | None = None  # tournament: the same for later pods (their process is reused)
 
 
 # ----------------------------------------------------------------------------- worker (one run per process)
@@ -136,6 +138,7 @@ def _worker(job_file: str, launched: float) -> int:
             "pods_failed": t_report.pods_failed,
             "steps": t_report.total_steps,
             "stop_reason": t_report.stop_reason,
+            **_round_overheads(orchestrator.board.pods("finished"), job["cores"]),
         }
     else:
         from podium.api import make_spec
@@ -251,6 +254,23 @@ def median_or_none(values: list[float]) -> float | None:
 
 def fmt(value: float | None, spec: str = ".1f") -> str:
     return format(value, spec) if value is not None else "—"
+
+
+def _round_overheads(pods: list[Any], slots: int) -> dict[str, float | None]:
+    """Median seconds a finished pod spent outside its training (start-up, building, final evaluation,
+    reporting; ``ended - started - wall_time`` in the tournament's pods table): for the first ``slots``
+    pods, which start a process each, and for the later ones, which run in a finished pod's process."""
+    spent = sorted(
+        (p.number, (p.ended - p.started) - (p.wall_time or 0.0))
+        for p in pods
+        if p.ended and p.started and p.attempts == 1
+    )
+    first = [x for n, x in spent if n <= slots]
+    later = [x for n, x in spent if n > slots]
+    return {
+        "first_round_overhead_s": round(statistics.median(first), 3) if first else None,
+        "round_overhead_s": round(statistics.median(later), 3) if later else None,
+    }
 
 
 def main() -> None:
@@ -377,6 +397,8 @@ def main() -> None:
                     pods_failed=r.get("pods_failed"),
                     steps=r.get("steps"),
                     stop_reason=r.get("stop_reason"),
+                    first_round_overhead_s=r.get("first_round_overhead_s"),
+                    round_overhead_s=r.get("round_overhead_s"),
                     wall_s=round(wall, 3),
                     error=error,
                 )
@@ -388,7 +410,12 @@ def main() -> None:
                 else:
                     late = f" (podium: reached at {ttt:.1f} s, past the budget)" if ttt is not None else ""
                     shown = f"not reached{late}"
-                extra = f", pods {run.pods_started}, champion {run.champion_algo}" if tournament else ""
+                extra = (
+                    f", pods {run.pods_started}, champion {run.champion_algo}, overhead per round "
+                    f"{fmt(run.first_round_overhead_s, '.2f')} s first / {fmt(run.round_overhead_s, '.2f')} s later"
+                    if tournament
+                    else ""
+                )
                 print(
                     f"  {name:<9} seed {index} {contestant:<12} {shown}; best {fmt(run.best_score)}, "
                     f"start-up {fmt(run.startup_s, '.1f')} s, {fmt(run.steps, ',')} steps{extra}, "
