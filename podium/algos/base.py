@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import warnings
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -50,6 +51,8 @@ class Agent(ABC):
     on_policy: ClassVar[bool]
     discrete_actions: ClassVar[tuple[bool, ...]] = (True, False)  # which action spaces it supports
     default_num_envs: ClassVar[int] = 16  # training sub-envs when the pod spec does not say
+    added_modules: ClassVar[dict[str, str]] = {}
+    """Modules that older checkpoints lack, with what the agent keeps instead when loading one."""
 
     def __init__(
         self,
@@ -151,8 +154,31 @@ class Agent(ABC):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         """Named optimisers."""
 
+    def unsaved_parameters(self) -> list[str]:
+        """Tensors an optimiser trains that no module in :meth:`modules` holds (they would be lost by
+        ``state_dict``); empty for a correct agent. Each is named ``"optimiser[group][index] shape"``."""
+        saved = {id(p) for m in self.modules().values() for p in m.parameters()}
+        return [
+            f"{name}[{g}][{i}] {tuple(p.shape)}"
+            for name, opt in self.optimizers().items()
+            for g, group in enumerate(opt.param_groups)
+            for i, p in enumerate(group["params"])
+            if id(p) not in saved
+        ]
+
     def state_dict(self) -> dict[str, Any]:
-        """Networks, optimisers and normalisers (tensors and plain numbers only: loads with ``weights_only``)."""
+        """Networks, optimisers and normalisers (tensors and plain numbers only: loads with ``weights_only``).
+
+        Raises:
+            RuntimeError: an optimiser trains a tensor that no saved module holds (a bug in the agent:
+                every trainable tensor must live in a module returned by :meth:`modules`).
+        """
+        missing = self.unsaved_parameters()
+        if missing:
+            raise RuntimeError(
+                f"{self.name} trains tensors that its modules() do not hold, so a checkpoint would lose them: "
+                f"{', '.join(missing)}; put them in a module listed by modules()"
+            )
         state: dict[str, Any] = {f"module.{k}": m.state_dict() for k, m in self.modules().items()}
         state.update({f"optim.{k}": o.state_dict() for k, o in self.optimizers().items()})
         state.update({f"extra.{k}": v for k, v in self.extra_state().items()})
@@ -162,6 +188,13 @@ class Agent(ABC):
         """Inverse of :meth:`state_dict`. Raises ``ValueError`` naming the first missing/mismatched part."""
         for kind, items in (("module", self.modules()), ("optim", self.optimizers())):
             for key, obj in items.items():
+                if kind == "module" and key in self.added_modules and f"module.{key}" not in state:
+                    warnings.warn(
+                        f"this checkpoint predates {self.name}'s saved {key!r}; it keeps its initial value "
+                        f"({self.added_modules[key]})",
+                        stacklevel=2,
+                    )
+                    continue
                 if f"{kind}.{key}" not in state:
                     raise ValueError(f"checkpoint has no '{kind}.{key}' for {self.name}; is it from another algorithm?")
                 # optimiser hyperparameters (lr, betas, ...) come from this agent's config, not the file:
@@ -176,6 +209,13 @@ class Agent(ABC):
                         f"checkpoint part '{kind}.{key}' does not fit this {self.name} agent: {exc}"
                     ) from exc
         self.load_extra_state({k[len("extra.") :]: v for k, v in state.items() if k.startswith("extra.")})
+
+    def load_modules(self, state: dict[str, Any]) -> None:
+        """Load only the modules (networks and normalisers) of a :meth:`state_dict`: enough to act, e.g.
+        for an evaluation snapshot. Optimisers and counters are left as they are."""
+        for key, module in self.modules().items():
+            if f"module.{key}" in state:
+                module.load_state_dict(state[f"module.{key}"])
 
     def extra_state(self) -> dict[str, Any]:
         """Non-module state to checkpoint (e.g. an entropy coefficient); tensors or numbers."""

@@ -83,6 +83,7 @@ class PPO(Agent):
     name: ClassVar[str] = "ppo"
     Config: ClassVar[type[AgentConfig]] = PPOConfig
     on_policy: ClassVar[bool] = True
+    added_modules: ClassVar[dict[str, str]] = {"log_std": "init_log_std"}
     config: PPOConfig
 
     def __init__(
@@ -97,10 +98,12 @@ class PPO(Agent):
         c = config
         self.actor = mlp(self.obs_dim, c.hidden_sizes, self.action_dim, c.activation, out_gain=0.01).to(device)
         self.critic = mlp(self.obs_dim, c.hidden_sizes, 1, c.activation, out_gain=1.0).to(device)
-        self.log_std_holder = nn.ParameterDict(
+        # state-independent log standard deviation of the Gaussian policy: a module of its own so that
+        # checkpoints, parameter fusion and evaluation snapshots carry it like any network
+        self.log_std_module = nn.ParameterDict(
             {"log_std": torch.full((self.action_dim,), c.init_log_std, device=device)}
         )
-        self.log_std = self.log_std_holder["log_std"]
+        self.log_std = self.log_std_module["log_std"]
         params = [*self.actor.parameters(), *self.critic.parameters()]
         if not self.discrete:
             params.append(self.log_std)
@@ -190,11 +193,13 @@ class PPO(Agent):
         done = terminated | truncated
         if self.config.normalize_reward:
             reward = self.reward_scaler.scale(reward, done)
-        # bootstrap cut-off episodes from the value of their last observation (branch-free off the CPU:
-        # no host sync per step)
-        if self.device.type != "cpu" or bool(truncated.any()):
+        # bootstrap cut-off episodes from the value of their last observation; a step that is both
+        # terminated and truncated ended for real and is not bootstrapped (branch-free off the CPU: no
+        # host sync per step)
+        cut = truncated & ~terminated
+        if self.device.type != "cpu" or bool(cut.any()):
             final_value = self.critic(self._norm(final_obs)).squeeze(-1)
-            reward = torch.where(truncated, reward + self.config.gamma * final_value, reward)
+            reward = torch.where(cut, reward + self.config.gamma * final_value, reward)
         buffer.add(extras["nobs"], extras["policy_actions"], extras["logprob"], extras["value"], reward, done.float())
 
     # ----------------------------------------------------------------- learner side
@@ -260,6 +265,7 @@ class PPO(Agent):
     def modules(self) -> dict[str, nn.Module]:
         return {
             "actor": self.actor,
+            "log_std": self.log_std_module,
             "critic": self.critic,
             "obs_rms": self.obs_rms,
             "reward_scaler": self.reward_scaler,

@@ -146,6 +146,15 @@ class VecEnv(gym.vector.VectorEnv):
         a target score no policy can reach, such as a positive target on an env whose rewards are <= 0."""
         return None
 
+    def unreachable(self, target: float, name: str = "this env") -> str | None:
+        """Why no policy can reach ``target`` on this env (``name`` in the message, with the numbers), or None
+        if one might."""
+        best = self.max_return
+        if best is None or target <= best:
+            return None
+        hint = f"; rewards here are <= 0 — did you mean {-target:g}?" if best <= 0 < target else ""
+        return f"target {target:g} can never be reached on {name}: the best possible episode return is {best:g}{hint}"
+
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release by default: the state is plain tensors."""
 

@@ -144,6 +144,16 @@ class GymVecEnv(VecEnv):
         return "async" if (time.perf_counter() - t0) / 20 > _ASYNC_THRESHOLD_S else "sync"
 
     # ----------------------------------------------------------------- conversions
+    @property
+    def discrete_observations(self) -> bool:
+        """Whether the gymnasium env's observations are integers (one-hot encoded here)."""
+        return self._one_hot
+
+    def observations_to_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        """A batch of the gymnasium env's observations (``[B, ...]``, or ``[B]`` integers) as podium's
+        ``[B, obs_dim]`` float32 tensor on ``self.device`` (one-hot for Discrete observations)."""
+        return self._obs(obs)
+
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
         if self._one_hot:
             idx = torch.as_tensor(np.asarray(obs, dtype=np.int64) - self._obs_start, device=self.device)
@@ -193,7 +203,10 @@ class GymVecEnv(VecEnv):
             obs_t,
             torch.as_tensor(np.asarray(reward, dtype=np.float32), device=self.device),
             torch.as_tensor(terminated, device=self.device),
-            torch.as_tensor(truncated, device=self.device),
+            # gymnasium's TimeLimit reports truncated=True on a terminal step that hits the limit too;
+            # podium's contract: truncated means "cut off, not terminated" (bootstrap), so a real
+            # termination always wins
+            torch.as_tensor(np.logical_and(truncated, ~np.asarray(terminated, dtype=bool)), device=self.device),
             out,
         )
 
