@@ -7,9 +7,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+from podium.rundir import PodDir
+
 __all__ = ["CurveWriter", "ScalarLogger", "plot_curve"]
 
-CURVE_FIELDS = ["step", "wall_time", "eval_mean", "eval_std", "eval_episodes", "best_mean"]
+CURVE_FIELDS = ["step", "wall_time", "eval_mean", "eval_std", "eval_episodes", "best_mean", "confirm_mean", "scored_at"]
+"""Columns of ``curve.csv``: the snapshot's env steps and seconds of training, its routine evaluation
+(mean, std, episodes), the best score so far, the confirmation's mean (empty if none ran) and when the
+score arrived (seconds of training; the evaluator scores beside training)."""
+_INT_FIELDS = ("step", "eval_episodes")
 
 
 class ScalarLogger:
@@ -17,12 +23,12 @@ class ScalarLogger:
     (``charts/episodic_return``, ``charts/SPS``, ``loss/policy`` ...)."""
 
     def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
-        self.path = run_dir / "metrics.csv"
+        self.path = PodDir(run_dir).metrics
         self._writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(str(run_dir / "tb"))
+            self._writer = SummaryWriter(str(PodDir(run_dir).tensorboard))
         self._file = self.path.open("a", newline="")
         self._csv = csv.writer(self._file)
         if self.path.stat().st_size == 0:
@@ -51,10 +57,7 @@ class CurveWriter:
         self.rows: list[dict[str, Any]] = []
         if path.exists():
             with path.open() as f:
-                self.rows = [
-                    {k: (int(v) if k in ("step", "eval_episodes") else float(v)) for k, v in row.items()}
-                    for row in csv.DictReader(f)
-                ]
+                self.rows = [{k: _parse(k, row.get(k)) for k in CURVE_FIELDS} for row in csv.DictReader(f)]
 
     def truncate_after(self, step: int) -> None:
         """Drop rows past ``step`` (rows written after the checkpoint we resume from)."""
@@ -72,6 +75,13 @@ class CurveWriter:
             writer.writeheader()
             writer.writerows(self.rows)
         tmp.replace(self.path)
+
+
+def _parse(name: str, text: str | None) -> int | float | None:
+    """A curve cell: int or float, None for an empty cell or a column an older curve lacks."""
+    if text is None or text == "":
+        return None
+    return int(text) if name in _INT_FIELDS else float(text)
 
 
 def plot_curve(rows: list[dict[str, Any]], path: Path, title: str, target: float | None = None) -> None:

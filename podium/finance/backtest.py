@@ -45,6 +45,7 @@ from podium.finance.env import StockTradingVecEnv
 from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import TEST_PERIOD, MarketData, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance_table
+from podium.rundir import PodDir, TournamentDir
 from podium.store import CheckpointError, load_checkpoint
 
 __all__ = [
@@ -150,12 +151,11 @@ def resolve_policy_paths(
         raise FileNotFoundError(f"{path} does not exist (expected a checkpoint .pt file or a run directory)")
     if path.is_file():
         found = [path]
-    elif (path / "tournament.yaml").is_file():
+    elif TournamentDir(path).holds_tournament():
         found = _tournament_checkpoints(path, top_k)
     else:
-        found = [
-            path / "checkpoints" / name for name in ("best.pt", "last.pt") if (path / "checkpoints" / name).is_file()
-        ]
+        policy = PodDir(path).policy_checkpoint()
+        found = [policy] if policy is not None else []
         if not found:
             raise ValueError(
                 f"{path} has no checkpoints/best.pt or checkpoints/last.pt; pass a checkpoint file, "
@@ -538,11 +538,9 @@ def find_snapshots(run_dirs: PathLike | Sequence[PathLike]) -> list[tuple[str, P
     for run_dir in dirs:
         if not run_dir.is_dir():
             raise FileNotFoundError(f"run directory {run_dir} does not exist")
-        found += [(run_dir.name, p) for p in sorted((run_dir / "checkpoints" / "snapshots").glob("*.pt"))]
-        for pod in sorted(p for p in (run_dir / "pods").glob("*") if p.is_dir()):
-            found += [
-                (f"{run_dir.name}/{pod.name}", p) for p in sorted((pod / "checkpoints" / "snapshots").glob("*.pt"))
-            ]
+        found += [(run_dir.name, p) for p in PodDir(run_dir).snapshot_files()]
+        for pod in TournamentDir(run_dir).pod_dirs():
+            found += [(f"{run_dir.name}/{pod.root.name}", p) for p in pod.snapshot_files()]
     if not found:
         listed = ", ".join(str(d) for d in dirs)
         raise ValueError(

@@ -30,6 +30,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from podium.rundir import TournamentDir
+
 __all__ = ["DatabaseError", "Entry", "Leaderboard", "PodRecord", "database_url", "redact"]
 
 STALE_AFTER = 60.0
@@ -189,7 +191,7 @@ def database_url(url: str | None, run_dir: str | Path) -> str:
     """The SQLAlchemy URL to use: ``url`` (``postgresql://`` gets the installed psycopg driver) or the
     default SQLite file ``RUN_DIR/leaderboard.db``."""
     if url is None:
-        return f"sqlite:///{Path(run_dir).resolve() / 'leaderboard.db'}"
+        return f"sqlite:///{TournamentDir(Path(run_dir).resolve()).database}"
     if url.startswith(("postgresql://", "postgres://")):
         try:
             import psycopg  # noqa: F401

@@ -13,13 +13,8 @@ Everything the loop knows is in the database (see :mod:`podium.tournament.leader
 orchestrator killed at any moment continues with ``podium tournament resume RUN_DIR``: pods still
 running are adopted, finished ones are collected, the rest resume from their last checkpoint.
 
-A run directory::
-
-    RUN_DIR/tournament.yaml     name, database URL and config (what ``resume`` reads)
-    RUN_DIR/leaderboard.db      the SQLite database (default; PostgreSQL by URL instead)
-    RUN_DIR/pods/p0001/ ...     each pod's run directory (spec, checkpoints, curve, log)
-    RUN_DIR/pool.csv            the pool size over time and the resources it was sized from
-    RUN_DIR/report.json         the final report; progress.png and champion.png plot it
+The run directory's layout is :class:`~podium.rundir.TournamentDir`'s (config, database, ``pods/``, pool
+log, report and plots).
 """
 
 from __future__ import annotations
@@ -37,6 +32,7 @@ from pydantic import ValidationError
 
 from podium.config import ConfigError, load_yaml
 from podium.pod import build_agent
+from podium.rundir import PodDir, RunDirError, TournamentDir
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, make_backend, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
@@ -133,13 +129,9 @@ def preflight(config: TournamentConfig) -> None:
                             f"generator.ranges.{algo}.{name}: {end:g} is not a valid value "
                             f"({exc.errors()[0]['msg']}); narrow the range"
                         ) from None
-        best = env.max_return
-        if config.target is not None and best is not None and config.target > best:
-            hint = f"; rewards here are <= 0 — did you mean {-config.target:g}?" if best <= 0 < config.target else ""
-            raise ConfigError(
-                f"target {config.target:g} can never be reached on {config.env}: the best possible episode "
-                f"return is {best:g}{hint}"
-            )
+        problem = env.unreachable(config.target, config.env) if config.target is not None else None
+        if problem is not None:
+            raise ConfigError(problem)
     finally:
         env.close()
 
@@ -161,7 +153,7 @@ def read_config(run_dir: str | Path) -> TournamentConfig:
 
 
 def _read_meta(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "tournament.yaml"
+    path = TournamentDir(run_dir).meta
     if not path.is_file():
         raise ConfigError(f"{run_dir} holds no tournament (no tournament.yaml); start one with 'podium tournament'")
     meta = load_yaml(path)
@@ -215,11 +207,10 @@ class Orchestrator:
             config = config.model_copy(update={"backend": backend})
         preflight(config)
         run_dir = Path(run_dir) if run_dir is not None else _default_run_dir(config)
-        if (run_dir / "tournament.yaml").exists():
-            raise ConfigError(
-                f"{run_dir} already holds a tournament; continue it with 'podium tournament resume {run_dir}' "
-                "or choose another --run-dir"
-            )
+        try:
+            TournamentDir(run_dir).claim()
+        except RunDirError as exc:
+            raise ConfigError(str(exc)) from None
         created = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         run_dir = run_dir.resolve()
@@ -229,12 +220,12 @@ class Orchestrator:
             board.create(config.model_dump(mode="json"))
         except DatabaseError:
             if created:
-                for leftover in run_dir.glob("leaderboard.db*"):
+                for leftover in TournamentDir(run_dir).database_files():
                     leftover.unlink()
                 run_dir.rmdir()
             raise
         meta = {"name": name, "db": config.db, "config": config.model_dump(mode="json")}
-        (run_dir / "tournament.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+        TournamentDir(run_dir).meta.write_text(yaml.safe_dump(meta, sort_keys=False))
         return cls(config, run_dir, board, backend if isinstance(backend, Backend) else None, progress)
 
     @classmethod
@@ -261,7 +252,7 @@ class Orchestrator:
         if changes:
             board.update_info(config=config.model_dump(mode="json"))
             meta["config"] = config.model_dump(mode="json")
-            (run_dir / "tournament.yaml").write_text(yaml.safe_dump(meta, sort_keys=False))
+            TournamentDir(run_dir).meta.write_text(yaml.safe_dump(meta, sort_keys=False))
         return cls(config, run_dir, board, backend if isinstance(backend, Backend) else None, progress)
 
     # ----------------------------------------------------------------- the loop
@@ -357,7 +348,7 @@ class Orchestrator:
             self.view.event(f"{pod.id} ({pod.algo}) preempted: the pool shrank; it will resume when there is room")
 
     def _log_pool(self, resources: Resources, size: int, running: int) -> None:
-        path = self.run_dir / "pool.csv"
+        path = TournamentDir(self.run_dir).pool
         new = not path.exists()
         with path.open("a", newline="") as f:
             writer = csv.writer(f)
@@ -400,7 +391,7 @@ class Orchestrator:
             seed=spec.seed,
             spec=spec.model_dump(mode="json"),
             status="queued",
-            run_dir=str(self.run_dir / "pods" / pod_id),
+            run_dir=str(TournamentDir(self.run_dir).pod(pod_id).root),
             init_checkpoint=spec.init_checkpoint,
         )
         origin = "fresh"
@@ -454,7 +445,7 @@ class Orchestrator:
             self.updater.fail(pod, error, elapsed)
             self._failures_in_row += 1
             self._last_error = f"{pod.id} ({pod.algo}): {error}"
-            self.view.event(f"{pod.id} {pod.algo} FAILED: {error} (log: {pod.run_dir}/pod.log)")
+            self.view.event(f"{pod.id} {pod.algo} FAILED: {error} (log: {PodDir(pod.run_dir).log})")
 
     def _reconcile(self) -> None:
         """Pick up the pods an earlier orchestrator left behind (it was killed or interrupted)."""
@@ -511,11 +502,12 @@ class Orchestrator:
         )
         import json
 
-        (self.run_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=1, default=str))
+        layout = TournamentDir(self.run_dir)
+        layout.report.write_text(json.dumps(report.to_dict(), indent=1, default=str))
         from podium.tournament.plots import plot_champion, plot_progress
 
-        plot_progress(self.board.history(), self.run_dir / "progress.png", target)
-        plot_champion(lineage, self.run_dir / "champion.png", target)
+        plot_progress(self.board.history(), layout.progress_plot, target)
+        plot_champion(lineage, layout.champion_plot, target)
         return report
 
 
@@ -524,7 +516,7 @@ def _pod_steps(pod: PodRecord) -> int:
     if pod.status == "finished":
         return int(pod.steps or 0)
     try:
-        rows = list(csv.DictReader((Path(pod.run_dir) / "curve.csv").open()))
+        rows = list(csv.DictReader(PodDir(pod.run_dir).curve.open()))
     except (FileNotFoundError, csv.Error):
         return 0
     return int(float(rows[-1]["step"])) if rows else 0

@@ -7,6 +7,8 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from podium.rundir import PodDir
+
 __all__ = ["plot_champion", "plot_progress"]
 
 
@@ -56,7 +58,7 @@ def plot_champion(lineage: list[dict[str, Any]], path: Path, target: float | Non
     offset = 0
     for pod in reversed(lineage):
         try:
-            rows = list(csv.DictReader((Path(pod["run_dir"]) / "curve.csv").open()))
+            rows = list(csv.DictReader(PodDir(pod["run_dir"]).curve.open()))
         except FileNotFoundError:
             rows = []
         if rows:

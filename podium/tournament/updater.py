@@ -12,10 +12,10 @@ the history.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 from podium.pod import PodReport
+from podium.rundir import PodDir
 from podium.tournament.leaderboard import ACTIVE, Entry, Leaderboard, PodRecord
 
 __all__ = ["Updater"]
@@ -92,11 +92,10 @@ class Updater:
         for pod in self.board.pods("finished", "failed"):
             if pod.pruned:
                 continue
-            folder = Path(pod.run_dir) / "checkpoints"
-            best, last = folder / "best.pt", folder / "last.pt"
-            if str(best) in keep or str(last) in keep:
+            run = PodDir(pod.run_dir)
+            if str(run.best) in keep or str(run.last) in keep:
                 continue
-            for path in (best, last, folder / "replay.pt"):
+            for path in (run.best, run.last, run.replay):
                 path.unlink(missing_ok=True)
             self.board.update_pod(pod.id, pruned=True)
             pruned.append(pod.id)

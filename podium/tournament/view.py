@@ -13,6 +13,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
+from podium.rundir import PodDir
 from podium.tournament.config import TournamentConfig
 from podium.tournament.leaderboard import Entry, Leaderboard
 
@@ -48,7 +49,7 @@ def leaderboard_table(entries: list[Entry], title: str = "leaderboard", limit: i
 
 
 def _last_eval(run_dir: str) -> str:
-    path = Path(run_dir) / "curve.csv"
+    path = PodDir(run_dir).curve
     try:
         rows = list(csv.DictReader(path.open()))
     except (FileNotFoundError, csv.Error):

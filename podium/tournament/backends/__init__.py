@@ -22,6 +22,7 @@ from pathlib import Path
 
 from podium.config import PodSpec
 from podium.pod import PodReport
+from podium.rundir import PodDir
 
 __all__ = ["Backend", "PodJob", "PodOutcome", "Resources", "make_backend", "read_report"]
 
@@ -112,7 +113,7 @@ def local_gpus() -> int:
 
 def read_report(run_dir: Path) -> PodReport | None:
     """The ``report.json`` a finished pod left in ``run_dir``, or None."""
-    path = Path(run_dir) / "report.json"
+    path = PodDir(run_dir).report
     if not path.is_file():
         return None
     try:
@@ -123,20 +124,21 @@ def read_report(run_dir: Path) -> PodReport | None:
 
 def write_report(run_dir: Path, report: PodReport) -> None:
     """Write ``report.json`` atomically (a reader never sees half of it)."""
-    path = Path(run_dir) / "report.json"
+    path = PodDir(run_dir).report
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report.to_dict()))
     os.replace(tmp, path)
 
 
 def run_job(job: PodJob) -> PodReport:
-    """Run one pod to the end of its budget (resuming it when asked and a checkpoint exists)."""
+    """Run one pod to the end of its budget (resuming it when asked and a checkpoint exists; a pod to resume
+    that never wrote one starts again from the beginning, over its own earlier start)."""
     from podium.pod import Pod
 
-    if job.resume and (Path(job.run_dir) / "checkpoints" / "last.pt").is_file():
-        pod = Pod.resume(job.run_dir)
+    if job.resume and PodDir(job.run_dir).last.is_file():
+        pod = Pod.resume(job.run_dir, progress=False)
     else:
-        pod = Pod(job.spec, job.run_dir)
+        pod = Pod(job.spec, job.run_dir, progress=False, overwrite=job.resume)
     report = pod.run()
     write_report(job.run_dir, report)
     return report

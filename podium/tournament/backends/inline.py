@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from podium.rundir import PodDir
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, local_cpus, local_gpus, run_job
 
 __all__ = ["InlineBackend"]
@@ -45,7 +46,7 @@ class InlineBackend(Backend):
             report = run_job(job)
         except Exception as exc:  # a pod's failure is a result, not the orchestrator's crash
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            (job.run_dir / "error.txt").write_text(traceback.format_exc())
+            PodDir(job.run_dir).error.write_text(traceback.format_exc())
             return [PodOutcome(job.pod_id, None, detail)]
         finally:
             torch.set_num_threads(threads)  # a pod pins its threads; give the orchestrator its own back

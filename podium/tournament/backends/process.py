@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from podium.config import PodSpec
+from podium.pod import PodInterrupted
+from podium.rundir import PodDir
 from podium.tournament.backends import (
     Backend,
     PodJob,
@@ -101,12 +103,10 @@ class ProcessBackend(Backend):
 
     def submit(self, job: PodJob) -> str:
         run_dir = Path(job.run_dir)
+        pod_dir = PodDir(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in ("report.json", "error.txt"):
-            (run_dir / stale).unlink(missing_ok=True)
-        for stale in ("done", "pod.pid"):
-            (run_dir / stale).unlink(missing_ok=True)
-        (run_dir / "job.json").write_text(
+        pod_dir.clear_protocol()
+        pod_dir.job.write_text(
             json.dumps({"pod_id": job.pod_id, "spec": job.spec.model_dump(mode="json"), "resume": job.resume})
         )
         gpu = None
@@ -120,7 +120,7 @@ class ProcessBackend(Backend):
                 env[var] = str(self.threads)
             if gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-            with open(run_dir / "pod.log", "ab") as log:
+            with open(pod_dir.log, "ab") as log:
                 popen = subprocess.Popen(
                     [sys.executable, "-m", "podium.tournament.backends.process", str(run_dir.resolve())],
                     stdout=log,
@@ -129,7 +129,7 @@ class ProcessBackend(Backend):
                     env=env,
                     start_new_session=True,
                 )
-            (run_dir / "pod.pid").write_text(str(popen.pid))
+            pod_dir.pid.write_text(str(popen.pid))
         self._running[job.pod_id] = _Running(run_dir, popen.pid, popen, gpu)
         return f"{self._host}:{popen.pid}"
 
@@ -142,12 +142,12 @@ class ProcessBackend(Backend):
             if idle.popen.poll() is not None or idle.popen.stdin is None:
                 continue
             # pod.pid first: an orchestrator that dies right after this line still finds (adopts) the pod
-            (run_dir / "pod.pid").write_text(str(idle.popen.pid))
+            PodDir(run_dir).pid.write_text(str(idle.popen.pid))
             try:
                 idle.popen.stdin.write(f"{run_dir.resolve()}\n".encode())
                 idle.popen.stdin.flush()
             except (BrokenPipeError, OSError):
-                (run_dir / "pod.pid").unlink(missing_ok=True)
+                PodDir(run_dir).pid.unlink(missing_ok=True)
                 _stop(_Running(run_dir, idle.popen.pid, idle.popen, gpu))
                 continue
             return idle.popen
@@ -158,7 +158,7 @@ class ProcessBackend(Backend):
         if host != self._host or not pid_text.isdigit():
             return False
         pid = int(pid_text)
-        if not _is_pod_process(pid, Path(run_dir)) or (Path(run_dir) / "done").exists():
+        if not _is_pod_process(pid, Path(run_dir)) or PodDir(run_dir).done.exists():
             return False
         self._running[pod_id] = _Running(Path(run_dir), pid, None, None)
         return True
@@ -225,7 +225,7 @@ def _is_pod_process(pid: int, run_dir: Path) -> bool:
     """Whether ``pid`` is a live pod process working on ``run_dir`` (and not a recycled pid)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        owner = (run_dir / "pod.pid").read_text().strip()
+        owner = PodDir(run_dir).pid.read_text().strip()
     except (FileNotFoundError, PermissionError):
         return False
     return _alive(pid) and b"podium.tournament.backends.process" in cmdline and owner == str(pid)
@@ -234,7 +234,7 @@ def _is_pod_process(pid: int, run_dir: Path) -> bool:
 def _read_done(run_dir: Path) -> int | None:
     """The exit code a pod process left in ``run_dir/done`` once it finished that job, else ``None``."""
     try:
-        return int((run_dir / "done").read_text().strip())
+        return int(PodDir(run_dir).done.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
 
@@ -262,11 +262,11 @@ def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         return PodOutcome(pod_id, None, f"the pod process was killed by {name}")
-    error = run_dir / "error.txt"
+    error = PodDir(run_dir).error
     if error.is_file():
         lines = [ln for ln in error.read_text().strip().splitlines() if ln.strip()]
         return PodOutcome(pod_id, None, lines[-1] if lines else f"exit code {code}")
-    log = run_dir / "pod.log"
+    log = PodDir(run_dir).log
     tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
     return PodOutcome(
         pod_id, None, f"the pod process exited with code {code} and no report" + (f": {tail[0]}" if tail else "")
@@ -274,20 +274,25 @@ def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
 
 
 def run_one(run_dir: str) -> int:
-    """Run the job in ``run_dir``; 0 = report written, 1 = failed (``error.txt``). Leaves ``done``."""
-    path = Path(run_dir)
+    """Run the job in ``run_dir``; 0 = report written, 1 = failed (``error.txt``). Leaves ``done``.
+    A pod stopped by SIGTERM (the orchestrator preempting or cancelling it) saves its checkpoint and
+    this process exits with 143, leaving no ``done``."""
+    path = PodDir(run_dir)
     try:
-        job = json.loads((path / "job.json").read_text())
+        job = json.loads(path.job.read_text())
         spec = PodSpec(**job["spec"])
-        run_job(PodJob(job["pod_id"], spec, path, bool(job.get("resume"))))
+        run_job(PodJob(job["pod_id"], spec, path.root, bool(job.get("resume"))))
         code = 0
+    except PodInterrupted as exc:
+        print(exc, flush=True)
+        sys.exit(exc.exit_code)
     except Exception:
-        (path / "error.txt").write_text(traceback.format_exc())
+        path.error.write_text(traceback.format_exc())
         traceback.print_exc()
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
-    (path / "done").write_text(str(code))
+    path.done.write_text(str(code))
     return code
 
 
@@ -295,7 +300,7 @@ def _log_to(run_dir: Path) -> None:
     """Send this process's output (file descriptors 1 and 2) to ``run_dir/pod.log``."""
     sys.stdout.flush()
     sys.stderr.flush()
-    fd = os.open(run_dir / "pod.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(PodDir(run_dir).log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)

@@ -1,0 +1,249 @@
+"""Run directories: the one place that knows every file a pod or a tournament writes.
+
+A **pod's** run directory::
+
+    spec.yaml                      the spec it was started with
+    checkpoints/last.pt            periodic and final checkpoint (networks, optimisers, normalisers, counters)
+    checkpoints/best.pt            the best evaluated snapshot
+    checkpoints/replay.pt          off-policy pods: the replay buffer, written with last.pt
+    checkpoints/snapshots/*.pt     optional snapshots every ``snapshot_every`` seconds of training
+    curve.csv, curve.png           evaluation score against env steps and seconds
+    metrics.csv, tb/               training scalars (CSV and TensorBoard)
+    report.json                    the pod's report, once it finished (tournament pods)
+    job.json, pod.pid, pod.log,    the process backend's protocol with a tournament pod's process
+    done, error.txt
+
+A **tournament's** run directory::
+
+    tournament.yaml                name, database URL and config (what ``resume`` reads)
+    leaderboard.db                 the SQLite database (default; PostgreSQL by URL instead)
+    pods/p0001/ ...                each pod's run directory (above)
+    pool.csv                       pool size over time and the resources it was sized from
+    report.json, progress.png, champion.png
+
+A directory belongs to one run: a new pod refuses a directory that holds another pod's run (unless told
+to overwrite it) or a tournament; a new tournament refuses a directory that holds anything of either.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+__all__ = ["PodDir", "RunDirError", "TournamentDir"]
+
+
+class RunDirError(ValueError):
+    """A run directory cannot be used as asked (it holds another run); the message names the choices."""
+
+
+class PodDir:
+    """Paths of one pod's run directory (nothing is created until something is written)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"PodDir({str(self.root)!r})"
+
+    @classmethod
+    def of_checkpoint(cls, checkpoint: str | Path) -> PodDir:
+        """The run directory a checkpoint file (``RUN/checkpoints/NAME.pt``) belongs to."""
+        return cls(Path(checkpoint).parent.parent)
+
+    # ----------------------------------------------------------------- outputs
+    @property
+    def spec(self) -> Path:
+        return self.root / "spec.yaml"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def last(self) -> Path:
+        return self.checkpoints / "last.pt"
+
+    @property
+    def best(self) -> Path:
+        return self.checkpoints / "best.pt"
+
+    @property
+    def replay(self) -> Path:
+        return self.checkpoints / "replay.pt"
+
+    @property
+    def snapshots(self) -> Path:
+        return self.checkpoints / "snapshots"
+
+    def snapshot(self, steps: int) -> Path:
+        """The snapshot taken after ``steps`` env steps."""
+        return self.snapshots / f"step{steps:012d}.pt"
+
+    def snapshot_files(self) -> list[Path]:
+        """Snapshots, oldest first."""
+        return sorted(self.snapshots.glob("step*.pt"))
+
+    def checkpoint(self, name: str) -> Path:
+        """``best`` or ``last`` (the policy a user loads: best first)."""
+        return self.checkpoints / f"{name}.pt"
+
+    def policy_checkpoint(self) -> Path | None:
+        """The checkpoint that holds this run's policy: ``best.pt``, else ``last.pt``, else None."""
+        for path in (self.best, self.last):
+            if path.is_file():
+                return path
+        return None
+
+    @property
+    def curve(self) -> Path:
+        return self.root / "curve.csv"
+
+    @property
+    def curve_plot(self) -> Path:
+        return self.root / "curve.png"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.csv"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tb"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.json"
+
+    # ----------------------------------------------------------------- process protocol (tournament pods)
+    @property
+    def job(self) -> Path:
+        return self.root / "job.json"
+
+    @property
+    def pid(self) -> Path:
+        return self.root / "pod.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "pod.log"
+
+    @property
+    def done(self) -> Path:
+        return self.root / "done"
+
+    @property
+    def error(self) -> Path:
+        return self.root / "error.txt"
+
+    # ----------------------------------------------------------------- ownership
+    def _run_outputs(self) -> list[Path]:
+        """What a pod's run leaves behind (the protocol files of a tournament pod are not a run)."""
+        return [self.spec, self.checkpoints, self.curve, self.curve_plot, self.metrics, self.tensorboard, self.report]
+
+    def holds_run(self) -> bool:
+        """Whether a pod has run (or started to run) here."""
+        return any(p.exists() for p in self._run_outputs())
+
+    def claim(self, overwrite: bool = False) -> None:
+        """Make sure a *new* pod may write here.
+
+        Raises:
+            RunDirError: the directory holds a tournament, or another pod's run and ``overwrite`` is off.
+        """
+        if TournamentDir(self.root).holds_tournament():
+            raise RunDirError(
+                f"{self.root} holds a tournament; a pod never writes into it. Choose another run directory "
+                f"(the tournament's pods are in {TournamentDir(self.root).pods})"
+            )
+        if not self.holds_run():
+            return
+        if not overwrite:
+            raise RunDirError(
+                f"{self.root} already holds a run. Continue it with '--resume {self.root}' "
+                "(Python: podium.train(resume=...)), choose another --run-dir, or pass --overwrite "
+                "(Python: overwrite=True) to delete that run first"
+            )
+        self.clear()
+
+    def clear(self) -> None:
+        """Delete a previous run's outputs (other files in the directory are left alone)."""
+        for path in self._run_outputs():
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+    def clear_protocol(self) -> None:
+        """Delete the process protocol's result files before a new job runs here."""
+        for path in (self.report, self.error, self.done, self.pid):
+            path.unlink(missing_ok=True)
+
+
+class TournamentDir:
+    """Paths of one tournament's run directory."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"TournamentDir({str(self.root)!r})"
+
+    @property
+    def meta(self) -> Path:
+        return self.root / "tournament.yaml"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "leaderboard.db"
+
+    def database_files(self) -> list[Path]:
+        """The SQLite file and its journal files."""
+        return sorted(self.root.glob(f"{self.database.name}*"))
+
+    @property
+    def pods(self) -> Path:
+        return self.root / "pods"
+
+    def pod(self, pod_id: str) -> PodDir:
+        return PodDir(self.pods / pod_id)
+
+    def pod_dirs(self) -> list[PodDir]:
+        """Every pod directory, in pod order."""
+        return [PodDir(p) for p in sorted(self.pods.glob("*")) if p.is_dir()]
+
+    @property
+    def pool(self) -> Path:
+        return self.root / "pool.csv"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.json"
+
+    @property
+    def progress_plot(self) -> Path:
+        return self.root / "progress.png"
+
+    @property
+    def champion_plot(self) -> Path:
+        return self.root / "champion.png"
+
+    def holds_tournament(self) -> bool:
+        return self.meta.is_file()
+
+    def claim(self) -> None:
+        """Make sure a *new* tournament may write here.
+
+        Raises:
+            RunDirError: the directory holds a tournament or a pod's run.
+        """
+        if self.holds_tournament():
+            raise RunDirError(
+                f"{self.root} already holds a tournament; continue it with 'podium tournament resume {self.root}' "
+                "or choose another --run-dir"
+            )
+        if PodDir(self.root).holds_run():
+            raise RunDirError(
+                f"{self.root} holds a pod's run (podium train); a tournament never writes into it. "
+                "Choose another --run-dir"
+            )
