@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from podium.config import ConfigError, PodSpec, load_yaml, validation_message
 from podium.pod import Evaluator, Pod, PodReport, build_agent
+from podium.rundir import PodDir
 from podium.store import CheckpointError, load_checkpoint
 
 __all__ = ["Policy", "load", "make_spec", "train"]
@@ -40,44 +42,77 @@ def train(
     config: str | Path | None = None,
     run_dir: str | Path | None = None,
     resume: str | Path | None = None,
-    progress: bool = False,
+    overwrite: bool = False,
+    progress: bool | None = None,
     **fields: Any,
 ) -> PodReport:
     """Train one pod and return its :class:`~podium.pod.PodReport`.
+
+    With a ``target``, the pod stops once a snapshot's score reaches it on the routine evaluation *and*
+    on ``confirm_episodes`` (100) fresh episodes; ``report.reached_target`` means that confirmation.
 
     Args:
         env: environment id (e.g. ``"Pendulum-v1"``).
         algo: algorithm name (``ppo``, ``sac``, ``td3``, ``ddpg``, ``dqn``).
         config: optional YAML file with :class:`~podium.config.PodSpec` fields; keyword arguments override it.
-        run_dir: output directory.
-        resume: continue the run in this directory from its last checkpoint (other fields may extend the budget).
-        progress: show a progress bar.
+        run_dir: output directory (default ``runs/ENV-ALGO-seedS-TIMESTAMP``); it must not hold another run.
+        resume: continue the run in this directory from its last checkpoint. ``steps``, ``seconds`` and
+            ``target`` may be given: budgets are totals over the whole run, not amounts to add.
+        overwrite: delete a previous run in ``run_dir`` first (otherwise a used ``run_dir`` is refused).
+        progress: show a progress bar; None (default): when standard error is a terminal.
         **fields: any other :class:`~podium.config.PodSpec` field: ``steps``, ``seconds``, ``target``,
             ``num_envs``, ``seed``, ``device``, ``hparams={...}``, ...
+
+    Raises:
+        PodInterrupted: Ctrl-C/SIGTERM stopped training; its last checkpoint holds every step (resume it).
+        RunDirError: ``run_dir`` holds another run (choose another, resume it, or ``overwrite=True``).
+        ConfigError: a bad field or hyperparameter (the message names it).
 
     Example:
         >>> report = podium.train("CartPole-v1", "ppo", target=475, seconds=60)
         >>> report.score_mean, report.time_to_target
     """
     if resume is not None:
-        budget = {k: fields.get(k) for k in ("steps", "seconds", "target")}
+        budget = {k: fields.pop(k, None) for k in ("steps", "seconds", "target")}
+        unused = sorted(k for k, v in {**fields, "env": env, "algo": algo, "config": config}.items() if v is not None)
+        if unused:
+            raise ConfigError(
+                f"resume continues a run as it was configured; only steps, seconds and target can change "
+                f"(got {', '.join(unused)})"
+            )
         return Pod.resume(resume, progress=progress, **budget).run()
     spec = make_spec(config, env=env, algo=algo, **fields)
-    return Pod(spec, run_dir=run_dir, progress=progress).run()
+    return Pod(spec, run_dir=run_dir, progress=progress, overwrite=overwrite).run()
 
 
 class Policy:
     """A trained agent for deployment: ``policy.act(obs)`` works on single or batched observations,
     numpy (e.g. from a gymnasium env; returns numpy) or torch (returns torch)."""
 
-    def __init__(self, agent: Any, spec: PodSpec, path: Path) -> None:
+    def __init__(
+        self,
+        agent: Any,
+        spec: PodSpec,
+        path: Path,
+        encode: Callable[[np.ndarray], torch.Tensor] | None = None,
+    ) -> None:
         self.agent, self.spec, self.path = agent, spec, path
+        self._encode = encode  # gymnasium observations -> the tensors the agent was trained on (e.g. one-hot)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> Any:
+    def act(self, obs: np.ndarray | torch.Tensor | int, deterministic: bool = True) -> Any:
+        """Actions for one observation (``[obs_dim]``; an int for a Discrete observation space) or a batch
+        (``[B, obs_dim]``; ``[B]`` ints). numpy (or int) in, numpy (or int) out; torch in, torch out.
+        Discrete observations are one-hot encoded as they were in training."""
         is_numpy = not isinstance(obs, torch.Tensor)
-        x = torch.as_tensor(np.asarray(obs, dtype=np.float32) if is_numpy else obs, device=self.agent.device)
-        single = x.dim() == 1
-        out = self.agent.act(x.unsqueeze(0) if single else x.float(), deterministic=deterministic)
+        if is_numpy and self._encode is not None:  # Discrete observations: integers
+            raw = np.asarray(obs, dtype=np.int64)
+            single = raw.ndim == 0
+            x = self._encode(raw.reshape(-1)).to(self.agent.device)
+        else:
+            x = torch.as_tensor(np.asarray(obs, dtype=np.float32) if is_numpy else obs, device=self.agent.device)
+            single = x.dim() == 1
+            x = x.unsqueeze(0) if single else x.float()
+        out = self.agent.act(x, deterministic=deterministic)
         out = out[0] if single else out
         if not is_numpy:
             return out
@@ -102,12 +137,14 @@ class Policy:
 def _resolve_checkpoint(path: str | Path) -> Path:
     path = Path(path)
     if path.is_dir():
-        for name in ("best.pt", "last.pt"):
-            if (path / "checkpoints" / name).is_file():
-                return path / "checkpoints" / name
-        raise CheckpointError(
-            f"{path} has no checkpoints/best.pt or checkpoints/last.pt; is it a podium run directory?"
-        )
+        run = PodDir(path)
+        found = run.policy_checkpoint()
+        if found is None:
+            raise CheckpointError(
+                f"{path} has no {run.best.relative_to(path)} or {run.last.relative_to(path)}; "
+                "is it a podium run directory?"
+            )
+        return found
     return path
 
 
@@ -125,10 +162,14 @@ def load(path: str | Path, device: str = "cpu") -> Policy:
         raise CheckpointError(f"{ckpt} has no valid pod spec: {exc}") from exc
     from podium.envs import make
 
-    probe = make(spec.env, num_envs=1, device=device, **spec.env_kwargs)
-    agent = build_agent(spec, probe.single_observation_space, probe.single_action_space, 1, probe.device)
+    probe = make(spec.env, num_envs=1, device=device, native=spec.native_env, **spec.env_kwargs)
+    # the hyperparameters it was trained with (older checkpoints: its spec with today's presets)
+    num_envs = int(payload.get("num_envs") or 1)
+    obs_space, act_space = probe.single_observation_space, probe.single_action_space
+    agent = build_agent(spec, obs_space, act_space, num_envs, probe.device, payload.get("agent_config"))
+    encode = probe.observations_to_tensor if getattr(probe, "discrete_observations", False) else None
     probe.close()
     if payload.get("algo") != agent.name:
         raise CheckpointError(f"{ckpt} holds a {payload.get('algo')!r} agent, but its spec says {agent.name!r}")
     agent.load_state_dict(payload["agent"])
-    return Policy(agent, spec, ckpt)
+    return Policy(agent, spec, ckpt, encode)

@@ -129,12 +129,15 @@ def train_command(
     resume: Annotated[str | None, typer.Option(help="continue the run in this directory")] = None,
     hparam: Annotated[list[str] | None, typer.Option(help="algorithm hyperparameter key=value (repeatable)")] = None,
     eval_every: Annotated[int | None, typer.Option("--eval-every", help="env steps between evaluations")] = None,
-    progress: Annotated[bool, typer.Option(help="show a progress bar")] = True,
+    overwrite: Annotated[bool, typer.Option(help="delete a previous run in --run-dir first")] = False,
+    progress: Annotated[
+        bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: on a terminal)")
+    ] = None,
 ) -> None:
-    """Train one agent (a pod) and print its report."""
+    """Train one agent (a pod) and print its report. Ctrl-C saves a checkpoint to resume from."""
     from podium.api import train
     from podium.config import ConfigError
-    from podium.pod import TrainingDivergedError
+    from podium.pod import EvaluationError, PodInterrupted, TrainingDivergedError
     from podium.store import CheckpointError
 
     if resume is None and env is None and config is None:
@@ -150,18 +153,28 @@ def train_command(
         "hparams": _parse_hparams(hparam or []) or None,
     }
     try:
-        report = train(env, algo, config=config, run_dir=run_dir, resume=resume, progress=progress, **fields)
+        report = train(
+            env, algo, config=config, run_dir=run_dir, resume=resume, overwrite=overwrite, progress=progress, **fields
+        )
+    except PodInterrupted as exc:
+        console.print(f"[bold yellow]interrupted:[/] {exc}", soft_wrap=True)
+        raise typer.Exit(code=exc.exit_code) from None
     except (ConfigError, CheckpointError, KeyError, ValueError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
-    except TrainingDivergedError as exc:
+    except (TrainingDivergedError, EvaluationError) as exc:
         raise _fail(str(exc)) from exc
+    if report.message:
+        console.print(f"[bold yellow]note:[/] {report.message}", soft_wrap=True)
     table = Table(title=f"pod report — {report.run_dir}", show_header=False)
-    table.add_row("best evaluation", f"{report.score_mean:.2f} ± {report.score_std:.2f}")
-    table.add_row("final evaluation", f"{report.last_mean:.2f} ± {report.last_std:.2f}")
+    table.add_row("best score", f"{report.score_mean:.2f} ± {report.score_std:.2f}")
+    table.add_row("last evaluation", f"{report.last_mean:.2f} ± {report.last_std:.2f}")
     table.add_row("env steps", f"{report.steps:,}")
     table.add_row("wall time", f"{report.wall_time:.1f} s")
-    if report.time_to_target is not None:
-        table.add_row("reached target", f"after {report.time_to_target:.1f} s, {report.steps_to_target:,} steps")
+    if report.reached_target and report.time_to_target is not None and report.steps_to_target is not None:
+        when = f"after {report.time_to_target:.1f} s ({report.steps_to_target:,} steps)"
+        if report.confirmed_mean is not None:
+            when = f"confirmed {report.confirmed_mean:.2f} on {report.confirmed_episodes} fresh episodes {when}"
+        table.add_row("reached target", when)
     table.add_row("stopped by", report.stop_reason)
     table.add_row("best checkpoint", report.checkpoint)
     console.print(table)
@@ -327,14 +340,14 @@ def backtest_command(
 ) -> None:
     """Backtest a trading policy on later data against buy-and-hold of DIA and of the equal-weight basket:
     metrics table (empyrical), account-value PNG, daily CSV and trades CSV."""
-    from pathlib import Path
 
     from podium.finance.backtest import backtest_command as run_backtest
     from podium.finance.backtest import generalisation_curve
+    from podium.rundir import TournamentDir
 
     checkpoints = None
     try:
-        if (Path(path) / "tournament.yaml").is_file():
+        if TournamentDir(path).holds_tournament():
             from podium.tournament import leaderboard
 
             checkpoints = [e.checkpoint for e in leaderboard(path)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -71,6 +71,15 @@ class PodSpec(BaseModel):
     """Evaluate after every this many env steps (at the end of the learning phase that crosses it)."""
     eval_deterministic: bool = True
     """Evaluate the deterministic policy."""
+    eval_mode: Literal["thread", "inline"] = "thread"
+    """``thread``: the evaluator scores snapshots in a background thread while training goes on (the
+    paper's evaluator service; on one core the two share it). ``inline``: training waits for each
+    evaluation (reproducible to the step, as evaluations land at fixed points)."""
+    confirm_episodes: int = Field(default=100, ge=0)
+    """Before a pod stops at its ``target``, the snapshot that reached it is re-scored on this many fresh
+    episodes (seeds training and routine evaluations never use) and must reach the target there too.
+    0 turns confirmation off (the routine evaluation decides, a noisy and optimistic test); at least 30
+    otherwise."""
     checkpoint_every: float = Field(default=30.0, ge=0)
     """Seconds between periodic checkpoints (``last.pt``); 0 = after every learning phase."""
     snapshot_every: float | None = Field(default=None, gt=0)
@@ -100,6 +109,16 @@ class PodSpec(BaseModel):
         except KeyError as exc:
             raise ValueError(exc.args[0]) from None
         return value.lower()
+
+    @field_validator("confirm_episodes")
+    @classmethod
+    def _meaningful_confirmation(cls, value: int) -> int:
+        if 0 < value < 30:
+            raise ValueError(
+                f"{value} confirmation episodes give a standard error of the mean of std/{value**0.5:.1f}, too "
+                "noisy to confirm a target; use at least 30 (default 100, std/10), or 0 to turn confirmation off"
+            )
+        return value
 
     @model_validator(mode="after")
     def _has_budget(self) -> PodSpec:

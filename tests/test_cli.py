@@ -49,7 +49,7 @@ def test_train_then_eval_from_the_command_line(tmp_path):
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
-    assert "best evaluation" in result.output and (run_dir / "checkpoints" / "best.pt").is_file()
+    assert "best score" in result.output and (run_dir / "checkpoints" / "best.pt").is_file()
     result = runner.invoke(app, ["eval", str(run_dir), "--episodes", "4"])
     assert result.exit_code == 0, result.output
     assert "over 4 episodes" in result.output

@@ -1,24 +1,32 @@
-"""Pod: one agent's training run — worker -> learner -> evaluator, repeated until the budget is spent.
+"""Pod: one agent's training run — worker -> learner, with the evaluator scoring snapshots beside them.
 
-``Pod(spec).run() -> PodReport``. A pod writes into its run directory::
+``Pod(spec).run() -> PodReport``. The worker collects a rollout and the learner learns from it, over and
+over; every ``eval_every`` env steps the pod hands a snapshot of the agent to its evaluator service
+(:class:`~podium.pod.evaluator.EvaluatorService`), which scores it in a background thread while
+training goes on. A score at or above the target is confirmed on ``confirm_episodes`` fresh episodes
+before the pod stops, so a pod that says it reached its target has a policy that does.
 
-    RUN_DIR/spec.yaml                 the spec it was started with
-    RUN_DIR/checkpoints/last.pt       periodic checkpoint (networks, optimisers, normalisers, counters)
-    RUN_DIR/checkpoints/best.pt       the best evaluated snapshot
-    RUN_DIR/checkpoints/replay.pt     off-policy pods: the replay buffer (with last.pt's time-based saves)
-    RUN_DIR/checkpoints/snapshots/    optional snapshots every ``spec.snapshot_every`` seconds of training
-    RUN_DIR/curve.csv, curve.png      learning curve: evaluation score vs env steps and vs seconds
-    RUN_DIR/metrics.csv, RUN_DIR/tb/  training scalars (CSV and TensorBoard)
+A pod writes into its run directory (the layout is :class:`~podium.rundir.PodDir`'s): the spec,
+``checkpoints/last.pt`` (periodic and final), ``checkpoints/best.pt`` (the best scored snapshot), the
+replay buffer of an off-policy agent, the learning curve and the training scalars. A run directory
+belongs to one run: a new pod refuses a used one unless told to overwrite it.
 
-A pod killed at any moment can be continued with :meth:`Pod.resume` (``podium train --resume``): it
-reloads ``last.pt`` (and ``replay.pt``) and continues the step count and the curve from there.
+Ctrl-C (SIGINT) or SIGTERM stops a pod at the end of its current learning phase: it writes
+``last.pt`` (and the replay buffer) and raises :class:`PodInterrupted`, which says how to resume. A
+second signal stops it at once. A pod killed outright (SIGKILL, power loss) continues from its last
+periodic checkpoint with :meth:`Pod.resume` (``podium train --resume``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import sys
+import threading
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,24 +36,58 @@ import torch
 import yaml
 from pydantic import ValidationError
 
-from podium.algos import Agent, get_algo
+from podium.algos import Agent, AgentConfig, get_algo
 from podium.algos.presets import preset_for
 from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
-from podium.pod.evaluator import EvalResult, Evaluator
+from podium.pod.evaluator import EvaluationError, Evaluator, EvaluatorService, Scored, Snapshot
 from podium.pod.learner import Learner
 from podium.pod.worker import Worker
+from podium.rundir import PodDir
 from podium.store import CheckpointError, load_checkpoint, save_checkpoint
 
-__all__ = ["REPLAY_FILE", "Pod", "PodReport", "TrainingDivergedError", "build_agent"]
+__all__ = [
+    "Pod",
+    "PodInterrupted",
+    "PodReport",
+    "TrainingDivergedError",
+    "build_agent",
+    "resolve_config",
+]
 
-REPLAY_FILE = "replay.pt"
-"""An off-policy pod's replay buffer, next to its ``last.pt`` (see ``PodSpec.save_replay_buffer``)."""
+EVAL_SEED_OFFSET = 1_000_000
+"""Routine evaluations reset with ``spec.seed + EVAL_SEED_OFFSET + k`` (training resets use
+``spec.seed + iteration``)."""
+CONFIRM_SEED_OFFSET = 500_000_000
+"""Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
+training nor routine evaluations use."""
 
 
 class TrainingDivergedError(RuntimeError):
     """A loss became NaN/inf; the run stopped and its last good checkpoint is intact."""
+
+
+class PodInterrupted(KeyboardInterrupt):
+    """The pod was stopped by SIGINT (Ctrl-C) or SIGTERM after writing its final checkpoint.
+
+    Attributes:
+        signal_number: the signal (``signal.SIGINT`` or ``signal.SIGTERM``).
+        run_dir: the run directory; ``steps``: env steps trained and saved in ``checkpoints/last.pt``.
+    """
+
+    def __init__(self, signal_number: int, run_dir: Path, steps: int) -> None:
+        self.signal_number, self.run_dir, self.steps = signal_number, run_dir, steps
+        name = signal.Signals(signal_number).name
+        super().__init__(
+            f"{name}: training stopped after {steps:,} env steps; the checkpoint is {PodDir(run_dir).last}. "
+            f"Continue with: podium train --resume {run_dir}"
+        )
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention for a process ended by this signal: 128 + the signal number."""
+        return 128 + self.signal_number
 
 
 @dataclass
@@ -53,14 +95,19 @@ class PodReport:
     """What a finished (or stopped) pod reports.
 
     Attributes:
-        score_mean / score_std: the best evaluation (mean and std of ``eval_episodes`` returns).
-        last_mean / last_std: the final evaluation.
+        score_mean / score_std: the best scored snapshot: its confirmation's mean and std when it had one,
+            else its routine evaluation's.
+        last_mean / last_std: the last evaluation.
         steps: env steps taken (all sub-envs together); ``wall_time``: seconds of training.
-        reached_target: whether the best evaluation mean reached ``spec.target``.
-        time_to_target / steps_to_target: when it first did (None if never); ``train_time_to_target``
-            is ``time_to_target`` without the time spent evaluating.
-        stop_reason: "target", "steps", "seconds".
-        eval_time: seconds of ``wall_time`` spent in evaluations.
+        reached_target: whether a snapshot's score was *confirmed* at or above ``spec.target`` (on
+            ``spec.confirm_episodes`` fresh episodes; on the routine evaluation when that is 0).
+        time_to_target / steps_to_target: when the confirmation arrived (seconds of training) and the env
+            steps of the confirmed snapshot (None if never); ``train_time_to_target`` is
+            ``time_to_target`` without the time training waited for evaluations.
+        confirmed_mean / confirmed_std / confirmed_episodes: the confirmation that stopped the pod.
+        stop_reason: ``target``, ``steps`` or ``seconds``.
+        eval_time: seconds the evaluator spent scoring (beside training unless ``eval_mode`` is inline).
+        message: a note for the user (e.g. why a resumed run had nothing to do), or "".
         run_dir, checkpoint (best snapshot), curve: where the outputs are.
     """
 
@@ -79,19 +126,55 @@ class PodReport:
     run_dir: str
     checkpoint: str
     curve: list[dict[str, Any]] = field(default_factory=list)
+    confirmed_mean: float | None = None
+    confirmed_std: float | None = None
+    confirmed_episodes: int | None = None
+    message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def build_agent(spec: PodSpec, observation_space: Any, action_space: Any, num_envs: int, device: Any) -> Agent:
-    """Instantiate ``spec.algo`` with its hyperparameters (preset, then ``spec.hparams``) validated."""
+# ----------------------------------------------------------------- hyperparameters
+def resolve_config(spec: PodSpec) -> AgentConfig:
+    """The complete hyperparameters ``spec`` trains with: the algorithm's defaults, then the preset for
+    its env (if ``spec.preset``), then ``spec.hparams``.
+
+    Raises:
+        ConfigError: a hyperparameter is unknown or invalid (the message names it).
+    """
     cls = get_algo(spec.algo)
     hparams = {**(preset_for(spec.algo, spec.env).hparams if spec.preset else {}), **spec.hparams}
     try:
-        config = cls.Config(**hparams)
+        return cls.Config(**hparams)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, f"hparams for {cls.name}")) from None
+
+
+def resolve_num_envs(spec: PodSpec) -> int:
+    """Training sub-envs: ``spec.num_envs``, else the preset's, else the algorithm's default."""
+    preset = preset_for(spec.algo, spec.env) if spec.preset else None
+    return spec.num_envs or (preset and preset.num_envs) or get_algo(spec.algo).default_num_envs
+
+
+def build_agent(
+    spec: PodSpec,
+    observation_space: Any,
+    action_space: Any,
+    num_envs: int,
+    device: Any,
+    config: AgentConfig | dict[str, Any] | None = None,
+) -> Agent:
+    """Instantiate ``spec.algo`` with ``config`` (a checkpoint's resolved hyperparameters) or, by default,
+    :func:`resolve_config` of ``spec``."""
+    cls = get_algo(spec.algo)
+    if config is None:
+        config = resolve_config(spec)
+    elif isinstance(config, dict):
+        try:
+            config = cls.Config(**config)
+        except ValidationError as exc:
+            raise ConfigError(validation_message(exc, f"saved hyperparameters of {cls.name}")) from None
     return cls(observation_space, action_space, config, num_envs, device)
 
 
@@ -100,77 +183,121 @@ def default_run_dir(spec: PodSpec) -> Path:
     return Path("runs") / f"{spec.env}-{spec.algo}-seed{spec.seed}-{stamp}"
 
 
+# ----------------------------------------------------------------- the pod
 class Pod:
     """One agent's training run.
 
     Args:
         spec: what to train (see :class:`~podium.config.PodSpec`).
-        run_dir: output directory (default ``runs/ENV-ALGO-seedS-TIMESTAMP``).
-        progress: show a live progress bar (steps/s and the latest evaluation score).
+        run_dir: output directory (default ``runs/ENV-ALGO-seedS-TIMESTAMP``). It must not hold another
+            run, unless ``overwrite``.
+        progress: show a live progress bar; None (default): when standard error is a terminal.
+        overwrite: delete the outputs of a run already in ``run_dir`` first.
+
+    Raises:
+        RunDirError: ``run_dir`` holds another run (and ``overwrite`` is off) or a tournament.
+        ConfigError: bad hyperparameters.
+        CheckpointError: ``spec.init_checkpoint`` is missing, corrupt or of another algorithm.
     """
 
     def __init__(
-        self, spec: PodSpec, run_dir: str | Path | None = None, progress: bool = False, *, _load_init: bool = True
+        self,
+        spec: PodSpec,
+        run_dir: str | Path | None = None,
+        progress: bool | None = None,
+        *,
+        overwrite: bool = False,
     ) -> None:
+        self.dir = PodDir(run_dir if run_dir is not None else default_run_dir(spec))
+        self.dir.claim(overwrite)
+        self._setup(spec, progress, resolve_config(spec), resolve_num_envs(spec))
+        if spec.init_checkpoint:
+            payload = load_checkpoint(spec.init_checkpoint, map_location=self.env.device)
+            self._check_algo(payload, spec.init_checkpoint)
+            self.agent.load_state_dict(payload["agent"])
+            self._replay = self._read_replay(PodDir.of_checkpoint(spec.init_checkpoint).replay)
+
+    def _setup(self, spec: PodSpec, progress: bool | None, config: AgentConfig, num_envs: int) -> None:
         self.spec = spec
-        self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(spec)
-        self.progress = progress
+        self.run_dir = self.dir.root
+        self.progress = sys.stderr.isatty() if progress is None else progress
         if spec.torch_threads:
             torch.set_num_threads(spec.torch_threads)
         elif spec.device == "cpu":
             torch.set_num_threads(1)  # small networks: one thread is fastest and pods do not fight over cores
         torch.manual_seed(spec.seed)
-        cls = get_algo(spec.algo)
-        preset = preset_for(spec.algo, spec.env) if spec.preset else None
-        num_envs = spec.num_envs or (preset and preset.num_envs) or cls.default_num_envs
-        self.env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **spec.env_kwargs)
+        env_kwargs = dict(spec.env_kwargs)
+        self.env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **env_kwargs)
+        eval_kwargs = {**env_kwargs, **spec.eval_env_kwargs}
         self.eval_env = make(
-            spec.env,
-            num_envs=spec.eval_episodes,
-            device=spec.device,
-            native=spec.native_env,
-            **{**spec.env_kwargs, **spec.eval_env_kwargs},
+            spec.env, num_envs=spec.eval_episodes, device=spec.device, native=spec.native_env, **eval_kwargs
         )
-        self.agent = build_agent(
-            spec, self.env.single_observation_space, self.env.single_action_space, num_envs, self.env.device
-        )
+        self.confirm_env = None
+        if spec.target is not None and spec.confirm_episodes > 0:
+            self.confirm_env = make(
+                spec.env, num_envs=spec.confirm_episodes, device=spec.device, native=spec.native_env, **eval_kwargs
+            )
+        problem = self.env.unreachable(spec.target, spec.env) if spec.target is not None else None
+        if problem is not None:
+            raise ConfigError(problem)
+        obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
+        self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
+        # the evaluator's own copy of the agent: snapshots are loaded into it, training's is never touched
+        self.eval_agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
         if hasattr(self.agent, "generator"):
             self.agent.generator.manual_seed(spec.seed)
         self.agent.budget_steps = spec.steps  # for schedules defined as a fraction of the budget
         self.steps, self.iterations, self.wall_time, self.eval_time = 0, 0, 0.0, 0.0
+        self.eval_wait = 0.0  # seconds training waited for the evaluator
         self.best_mean, self.best_std = -math.inf, math.inf
         self.time_to_target: float | None = None
         self.steps_to_target: int | None = None
         self.train_time_to_target: float | None = None
+        self.confirmed: dict[str, float] | None = None  # mean, std, episodes of the confirmation that stopped it
+        self.evaluations = 0
         self._next_eval = spec.eval_every
         self._next_snapshot = spec.snapshot_every or math.inf
         self._replay: dict[str, torch.Tensor] | None = None  # replay buffer contents to start run() with
-        if spec.init_checkpoint and _load_init:
-            payload = load_checkpoint(spec.init_checkpoint, map_location=self.env.device)
-            self._check_algo(payload, spec.init_checkpoint)
-            self.agent.load_state_dict(payload["agent"])
-            self._replay = self._read_replay(Path(spec.init_checkpoint).parent / REPLAY_FILE)
+        self._message = ""
+        self._submitted_at = -1  # env steps of the last snapshot handed to the evaluator
 
     # ----------------------------------------------------------------- resume
     @classmethod
-    def resume(cls, run_dir: str | Path, progress: bool = False, **overrides: Any) -> Pod:
-        """Continue the run in ``run_dir`` from ``checkpoints/last.pt``; ``overrides`` change budget fields."""
-        run_dir = Path(run_dir)
-        payload = load_checkpoint(run_dir / "checkpoints" / "last.pt")
-        spec = PodSpec(**{**payload["spec"], **{k: v for k, v in overrides.items() if v is not None}})
-        pod = cls(spec, run_dir, progress, _load_init=False)  # last.pt supersedes the initial checkpoint
-        pod._check_algo(payload, run_dir / "checkpoints" / "last.pt")
+    def resume(cls, run_dir: str | Path, progress: bool | None = None, **overrides: Any) -> Pod:
+        """Continue the run in ``run_dir`` from ``checkpoints/last.pt`` with the hyperparameters it was
+        trained with. ``overrides`` change budget fields (``steps``, ``seconds``, ``target``, ...): budgets
+        are totals over the whole run, as in the spec, not amounts to add.
+
+        Raises:
+            CheckpointError: no usable ``last.pt`` in ``run_dir``.
+        """
+        pod_dir = PodDir(run_dir)
+        payload = load_checkpoint(pod_dir.last)
+        old = PodSpec(**payload["spec"])
+        changes = {k: v for k, v in overrides.items() if v is not None}
+        spec = PodSpec(**{**payload["spec"], **changes})
+        pod = cls.__new__(cls)
+        pod.dir = pod_dir
+        config = payload.get("agent_config")  # absent in checkpoints written before podium stored it
+        if config is None:
+            config = resolve_config(spec)
+        pod._setup(spec, progress, _config(spec, config), int(payload.get("num_envs") or resolve_num_envs(spec)))
+        pod._check_algo(payload, pod_dir.last)
         pod.agent.load_state_dict(payload["agent"])
         c = payload["counters"]
         pod.steps, pod.iterations, pod.wall_time = int(c["steps"]), int(c["iterations"]), float(c["wall_time"])
         pod.eval_time = float(c.get("eval_time", 0.0))
+        pod.eval_wait = float(c.get("eval_wait", pod.eval_time))
+        pod.evaluations = int(c.get("evaluations", 0))
         pod.best_mean, pod.best_std = float(c["best_mean"]), float(c["best_std"])
         pod._next_eval = int(c["next_eval"])
         pod._next_snapshot = float(c.get("next_snapshot", spec.snapshot_every or math.inf))
-        pod.time_to_target = c.get("time_to_target")
-        pod.steps_to_target = c.get("steps_to_target")
-        pod.train_time_to_target = c.get("train_time_to_target")
-        pod._replay = pod._read_replay(run_dir / "checkpoints" / REPLAY_FILE)
+        if spec.target == old.target:  # a new target is reached (or not) anew
+            pod.time_to_target = c.get("time_to_target")
+            pod.steps_to_target = c.get("steps_to_target")
+            pod.train_time_to_target = c.get("train_time_to_target")
+            pod.confirmed = c.get("confirmed")
+        pod._replay = pod._read_replay(pod_dir.replay)
         return pod
 
     def _read_replay(self, path: Path) -> dict[str, torch.Tensor] | None:
@@ -197,41 +324,49 @@ class Pod:
             )
 
     # ----------------------------------------------------------------- checkpoints
-    def _payload(self) -> dict[str, Any]:
+    def _counters(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "iterations": self.iterations,
+            "wall_time": self.wall_time,
+            "eval_time": self.eval_time,
+            "eval_wait": self.eval_wait,
+            "evaluations": self.evaluations,
+            "best_mean": self.best_mean,
+            "best_std": self.best_std,
+            "next_eval": self._next_eval,
+            "next_snapshot": self._next_snapshot,
+            "time_to_target": self.time_to_target,
+            "steps_to_target": self.steps_to_target,
+            "train_time_to_target": self.train_time_to_target,
+            "confirmed": self.confirmed,
+        }
+
+    def _payload(self, agent_state: dict[str, Any] | None = None, counters: dict[str, Any] | None = None) -> dict:
+        """A checkpoint: the spec, the *resolved* hyperparameters and sub-env count (so a checkpoint loads
+        as it was trained, whatever later presets say), the agent's state and the counters."""
         return {
             "algo": self.agent.name,
             "spec": self.spec.model_dump(mode="json"),
-            "agent": self.agent.state_dict(),
-            "counters": {
-                "steps": self.steps,
-                "iterations": self.iterations,
-                "wall_time": self.wall_time,
-                "eval_time": self.eval_time,
-                "best_mean": self.best_mean,
-                "best_std": self.best_std,
-                "next_eval": self._next_eval,
-                "next_snapshot": self._next_snapshot,
-                "time_to_target": self.time_to_target,
-                "steps_to_target": self.steps_to_target,
-                "train_time_to_target": self.train_time_to_target,
-            },
+            "agent_config": self.agent.config.model_dump(mode="json"),
+            "num_envs": self.agent.num_envs,
+            "agent": self.agent.state_dict() if agent_state is None else agent_state,
+            "counters": self._counters() if counters is None else counters,
         }
 
-    def save(self, name: str = "last", buffer: Any = None) -> Path:
-        """Write ``RUN_DIR/checkpoints/NAME.pt`` atomically; with an off-policy ``buffer`` (and
-        ``spec.save_replay_buffer``), also its contents to ``checkpoints/replay.pt``."""
-        path = save_checkpoint(self.run_dir / "checkpoints" / f"{name}.pt", self._payload())
+    def save(self, path: Path | None = None, buffer: Any = None) -> Path:
+        """Write the agent's current state to ``path`` (default ``checkpoints/last.pt``) atomically; with an
+        off-policy ``buffer`` (and ``spec.save_replay_buffer``), also the buffer to ``checkpoints/replay.pt``."""
+        path = save_checkpoint(path or self.dir.last, self._payload())
         if buffer is not None and self.spec.save_replay_buffer and hasattr(buffer, "state_dict"):
-            save_checkpoint(
-                self.run_dir / "checkpoints" / REPLAY_FILE,
-                {"algo": self.agent.name, "steps": self.steps, "replay": buffer.state_dict()},
-            )
+            replay = {"algo": self.agent.name, "steps": self.steps, "replay": buffer.state_dict()}
+            save_checkpoint(self.dir.replay, replay)
         return path
 
     # ----------------------------------------------------------------- the loop
     def _budget_left(self, started: float, base_wall: float) -> str | None:
         spec = self.spec
-        if spec.target is not None and self.best_mean >= spec.target:
+        if spec.target is not None and self.time_to_target is not None:
             return "target"
         if spec.steps is not None and self.steps >= spec.steps:
             return "steps"
@@ -239,128 +374,264 @@ class Pod:
             return "seconds"
         return None
 
+    def _nothing_to_do(self, stop: str) -> str:
+        spec = self.spec
+        if stop == "target":
+            why = (
+                f"the run already reached its target {spec.target:g} "
+                f"(confirmed {self.best_mean:.2f} after {self.steps_to_target:,} steps)"
+            )
+            fix = "give a higher --target to train on"
+        elif stop == "steps":
+            why = f"the run already has {self.steps:,} env steps >= its step budget {spec.steps:,}"
+            fix = f"budgets are totals: give --steps larger than {self.steps:,}"
+        else:
+            why = f"the run already trained {self.wall_time:.1f} s >= its time budget {spec.seconds:g} s"
+            fix = f"budgets are totals: give --seconds larger than {self.wall_time:.0f}"
+        return f"nothing to do: {why}; {fix}"
+
     def run(self) -> PodReport:
-        """Train until the target, the step budget or the time budget is reached; return the report."""
+        """Train until the target is confirmed, the step budget or the time budget is reached.
+
+        Raises:
+            PodInterrupted: SIGINT/SIGTERM arrived; ``last.pt`` holds every step trained.
+            TrainingDivergedError: a loss became NaN/inf (``last.pt`` holds the last good state).
+            EvaluationError: the evaluator failed (``last.pt`` holds the training state).
+        """
         spec, agent = self.spec, self.agent
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "spec.yaml").write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
-        curve = CurveWriter(self.run_dir / "curve.csv")
+        self.dir.spec.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
+        curve = CurveWriter(self.dir.curve)
         curve.truncate_after(self.steps)
+        start = time.perf_counter()
+        base_wall = self.wall_time
+        stop = self._budget_left(start, base_wall)
+        if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
+            self._message = self._nothing_to_do(stop)
+            return self._report(stop, curve, None)
         logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
         worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
         learner = Learner(agent)
-        evaluator = Evaluator(self.eval_env, spec.eval_deterministic, seed=spec.seed + 1_000_000)
         buffer = agent.make_buffer()
         if self._replay is not None:
             buffer.load_state_dict(self._replay)
             self._replay = None
-        start = time.perf_counter()
-        base_wall = self.wall_time
+        service = self._evaluator_service()
         last_ckpt = start
-        last_eval: EvalResult | None = None
+        last: Scored | None = None
         progress = _Progress(spec, self.steps) if self.progress else None
-        stop = self._budget_left(start, base_wall)
         try:
-            while stop is None:
-                if (
-                    spec.steps is not None
-                    and hasattr(agent, "lr_fraction")
-                    and getattr(agent.config, "anneal_lr", False)
-                ):
-                    agent.lr_fraction = max(0.0, 1.0 - self.steps / spec.steps)
-                t0 = time.perf_counter()
-                rollout = worker.collect(buffer)
-                losses = learner.learn(buffer, worker.obs)
-                self.steps += rollout.steps
-                self.iterations += 1
-                now = time.perf_counter()
-                self.wall_time = base_wall + now - start
-                bad = [k for k, v in losses.items() if not math.isfinite(v)]
-                if bad:
-                    raise TrainingDivergedError(
-                        f"{', '.join(bad)} became {losses[bad[0]]} at step {self.steps} (iteration {self.iterations}); "
-                        f"training stopped. The last good checkpoint is {self.run_dir / 'checkpoints' / 'last.pt'}. "
-                        "Lower the learning rate or enable normalisation."
-                    )
-                scalars = {f"losses/{k}" if "/" not in k else k: v for k, v in losses.items()}
-                scalars["charts/SPS"] = rollout.steps / max(now - t0, 1e-9)
-                if rollout.episode_returns:
-                    scalars["charts/episodic_return"] = sum(rollout.episode_returns) / len(rollout.episode_returns)
-                    scalars["charts/episodic_length"] = sum(rollout.episode_lengths) / len(rollout.episode_lengths)
-                logger.log(self.steps, scalars)
-                if self.steps >= self._next_eval:
-                    while self._next_eval <= self.steps:
-                        self._next_eval += spec.eval_every
-                    last_eval = evaluator.evaluate(agent)
-                    self.wall_time = base_wall + time.perf_counter() - start
-                    self._record_eval(last_eval, curve, logger)
-                if self.wall_time >= self._next_snapshot:
-                    while self._next_snapshot <= self.wall_time:
-                        self._next_snapshot += spec.snapshot_every or math.inf
-                    self.save(f"snapshots/step{self.steps:012d}")
-                if progress is not None:
-                    progress.update(self.steps, self.wall_time, scalars["charts/SPS"], last_eval, self.best_mean)
-                stop = self._budget_left(start, base_wall)
-                timed = spec.checkpoint_every > 0 and now - last_ckpt >= spec.checkpoint_every
-                if stop is not None or spec.checkpoint_every == 0 or timed:
-                    self.save("last", buffer if stop is not None or timed else None)
-                    last_ckpt = now
-            if curve.rows == [] or curve.rows[-1]["step"] != self.steps:  # end with an evaluation of the final policy
-                last_eval = evaluator.evaluate(agent)
-                self.wall_time = base_wall + time.perf_counter() - start
-                self._record_eval(last_eval, curve, logger)
-                self.save("last")
+            with _deferred_signals() as signals:
+                while stop is None:
+                    if spec.steps is not None and getattr(agent.config, "anneal_lr", False):
+                        agent.lr_fraction = max(0.0, 1.0 - self.steps / spec.steps)  # type: ignore[attr-defined]
+                    t0 = time.perf_counter()
+                    rollout = worker.collect(buffer)
+                    losses = learner.learn(buffer, worker.obs)
+                    self.steps += rollout.steps
+                    self.iterations += 1
+                    now = time.perf_counter()
+                    self.wall_time = base_wall + now - start
+                    bad = [k for k, v in losses.items() if not math.isfinite(v)]
+                    if bad:
+                        raise TrainingDivergedError(
+                            f"{', '.join(bad)} became {losses[bad[0]]} at step {self.steps} "
+                            f"(iteration {self.iterations}); training stopped. The last good checkpoint is "
+                            f"{self.dir.last}. Lower the learning rate or enable normalisation."
+                        )
+                    scalars = {f"losses/{k}" if "/" not in k else k: v for k, v in losses.items()}
+                    scalars["charts/SPS"] = rollout.steps / max(now - t0, 1e-9)
+                    if rollout.episode_returns:
+                        returns, lengths = rollout.episode_returns, rollout.episode_lengths
+                        scalars["charts/episodic_return"] = sum(returns) / len(returns)
+                        scalars["charts/episodic_length"] = sum(lengths) / len(lengths)
+                    logger.log(self.steps, scalars)
+                    for scored in service.results():
+                        last = self._record(scored, curve, logger)
+                    if self.steps >= self._next_eval and not service.busy:
+                        while self._next_eval <= self.steps:
+                            self._next_eval += spec.eval_every
+                        self._submit(service)
+                        for scored in service.results():  # inline mode: scored already
+                            last = self._record(scored, curve, logger)
+                    if self.wall_time >= self._next_snapshot:
+                        while self._next_snapshot <= self.wall_time:
+                            self._next_snapshot += spec.snapshot_every or math.inf
+                        self.save(self.dir.snapshot(self.steps))
+                    if progress is not None:
+                        progress.update(self.steps, self.wall_time, scalars["charts/SPS"], last, self.best_mean)
+                    stop = "interrupted" if signals else self._budget_left(start, base_wall)
+                    timed = spec.checkpoint_every > 0 and now - last_ckpt >= spec.checkpoint_every
+                    if stop is not None or spec.checkpoint_every == 0 or timed:
+                        self.save(buffer=buffer if stop is not None or timed else None)
+                        last_ckpt = now
+                if stop == "interrupted":
+                    raise PodInterrupted(signals[0], self.run_dir, self.steps)
+                if stop != "target":  # end with a score of the final policy
+                    if self._submitted_at != self.steps:
+                        self._submit(service)
+                    for scored in self._wait(service):
+                        last = self._record(scored, curve, logger)
+                    self.save()
+                    if self.time_to_target is not None:
+                        stop = "target"  # the final policy confirmed it
+        except EvaluationError:
+            self.save(buffer=buffer)
+            raise
         finally:
+            service.close()
             logger.close()
             if progress is not None:
                 progress.close()
-        plot_curve(curve.rows, self.run_dir / "curve.png", f"{spec.algo} on {spec.env} (seed {spec.seed})", spec.target)
-        if spec.target is not None and self.best_mean >= spec.target:
-            stop = "target"
-        return PodReport(
-            score_mean=self.best_mean,
-            score_std=self.best_std,
-            last_mean=last_eval.mean if last_eval else curve.rows[-1]["eval_mean"],
-            last_std=last_eval.std if last_eval else curve.rows[-1]["eval_std"],
-            steps=self.steps,
-            wall_time=self.wall_time,
-            reached_target=spec.target is not None and self.best_mean >= spec.target,
-            time_to_target=self.time_to_target,
-            steps_to_target=self.steps_to_target,
-            train_time_to_target=self.train_time_to_target,
-            stop_reason=stop or "steps",
-            eval_time=self.eval_time,
-            run_dir=str(self.run_dir),
-            checkpoint=str(self.run_dir / "checkpoints" / "best.pt"),
-            curve=curve.rows,
+            plot_curve(curve.rows, self.dir.curve_plot, f"{spec.algo} on {spec.env} (seed {spec.seed})", spec.target)
+        return self._report(stop or "steps", curve, last)
+
+    def _evaluator_service(self) -> EvaluatorService:
+        spec = self.spec
+        evaluator = Evaluator(self.eval_env, spec.eval_deterministic, seed=spec.seed + EVAL_SEED_OFFSET)
+        evaluator.evaluations = self.evaluations
+        confirmer = None
+        if self.confirm_env is not None:
+            confirmer = Evaluator(self.confirm_env, spec.eval_deterministic)
+        return EvaluatorService(
+            self.eval_agent,
+            evaluator,
+            confirmer,
+            target=spec.target if spec.confirm_episodes > 0 else None,
+            confirm_seed=spec.seed + CONFIRM_SEED_OFFSET,
+            threaded=spec.eval_mode == "thread",
         )
 
-    def _record_eval(self, result: EvalResult, curve: CurveWriter, logger: ScalarLogger) -> None:
-        self.eval_time += result.seconds
-        if (result.mean, -result.std) > (self.best_mean, -self.best_std):
-            self.best_mean, self.best_std = result.mean, result.std
-            self.save("best")
-        target = self.spec.target
-        if target is not None and result.mean >= target and self.time_to_target is None:
-            self.time_to_target, self.steps_to_target = self.wall_time, self.steps
-            self.train_time_to_target = self.wall_time - self.eval_time
+    def _submit(self, service: EvaluatorService) -> None:
+        """Hand the evaluator a snapshot of the agent (inline mode: and score it now)."""
+        self.evaluations += 1
+        self._submitted_at = self.steps
+        t0 = time.perf_counter()
+        service.submit(Snapshot.of(self.agent, self.steps, self.wall_time, counters=self._counters()))
+        waited = time.perf_counter() - t0  # inline mode: the whole evaluation
+        self.eval_wait += waited
+        self.wall_time += waited
+
+    def _wait(self, service: EvaluatorService) -> list[Scored]:
+        """Wait for every submitted snapshot to be scored."""
+        t0 = time.perf_counter()
+        out = service.wait()
+        waited = time.perf_counter() - t0
+        self.eval_wait += waited
+        self.wall_time += waited
+        return out
+
+    def _record(self, scored: Scored, curve: CurveWriter, logger: ScalarLogger) -> Scored:
+        """Take in a scored snapshot: curve row, best snapshot, target."""
+        spec, result, snap = self.spec, scored.result, scored.snapshot
+        self.eval_time += scored.seconds
+        score = scored.confirmation or result
+        if (score.mean, -score.std) > (self.best_mean, -self.best_std):
+            self.best_mean, self.best_std = score.mean, score.std
+            counters = {**snap.extra["counters"], "best_mean": score.mean, "best_std": score.std}
+            save_checkpoint(self.dir.best, self._payload(snap.state, counters))
+        # every routine score at or above the target is confirmed, so a confirmed snapshot is also the best
+        # one: best.pt holds the policy that stopped the pod
+        if spec.target is None:
+            reached = False
+        elif scored.confirmation is not None:
+            reached = scored.confirmation.mean >= spec.target
+        else:
+            reached = spec.confirm_episodes == 0 and result.mean >= spec.target
+        if reached and self.time_to_target is None:
+            self.time_to_target, self.steps_to_target = self.wall_time, snap.steps
+            self.train_time_to_target = self.wall_time - self.eval_wait
+            if scored.confirmation is not None:
+                self.confirmed = {"mean": score.mean, "std": score.std, "episodes": score.episodes}
         curve.append(
             {
-                "step": self.steps,
-                "wall_time": round(self.wall_time, 4),
+                "step": snap.steps,
+                "wall_time": round(snap.wall_time, 4),
                 "eval_mean": result.mean,
                 "eval_std": result.std,
                 "eval_episodes": result.episodes,
                 "best_mean": self.best_mean,
+                "confirm_mean": scored.confirmation.mean if scored.confirmation else None,
+                "scored_at": round(self.wall_time, 4),
             }
         )
-        logger.log(self.steps, {"eval/mean_return": result.mean, "eval/std_return": result.std})
+        scalars = {"eval/mean_return": result.mean, "eval/std_return": result.std}
+        if scored.confirmation is not None:
+            scalars["eval/confirmed_mean_return"] = scored.confirmation.mean
+        logger.log(snap.steps, scalars)
+        return scored
+
+    def _report(self, stop: str, curve: CurveWriter, last: Scored | None) -> PodReport:
+        spec = self.spec
+        rows = curve.rows
+        if last is not None:
+            last_mean, last_std = last.result.mean, last.result.std
+        elif rows:
+            last_mean, last_std = rows[-1]["eval_mean"], rows[-1]["eval_std"]
+        else:
+            last_mean, last_std = math.nan, math.nan
+        confirmed = self.confirmed or {}
+        return PodReport(
+            score_mean=self.best_mean,
+            score_std=self.best_std,
+            last_mean=last_mean,
+            last_std=last_std,
+            steps=self.steps,
+            wall_time=self.wall_time,
+            reached_target=spec.target is not None and self.time_to_target is not None,
+            time_to_target=self.time_to_target,
+            steps_to_target=self.steps_to_target,
+            train_time_to_target=self.train_time_to_target,
+            stop_reason=stop,
+            eval_time=self.eval_time,
+            run_dir=str(self.run_dir),
+            checkpoint=str(self.dir.best),
+            curve=rows,
+            confirmed_mean=confirmed.get("mean"),
+            confirmed_std=confirmed.get("std"),
+            confirmed_episodes=int(confirmed["episodes"]) if confirmed else None,
+            message=self._message,
+        )
+
+
+def _config(spec: PodSpec, config: AgentConfig | dict[str, Any]) -> AgentConfig:
+    if isinstance(config, AgentConfig):
+        return config
+    cls = get_algo(spec.algo)
+    try:
+        return cls.Config(**config)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, f"saved hyperparameters of {cls.name}")) from None
+
+
+@contextlib.contextmanager
+def _deferred_signals() -> Iterator[list[int]]:
+    """While inside, SIGINT and SIGTERM are noted (in the yielded list) instead of stopping the process, so
+    the pod stops at the end of a learning phase with its state saved; a second signal stops it at once.
+    Only the main thread can receive signals: elsewhere this does nothing."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def note(signum: int, frame: object) -> None:
+        if received:
+            raise KeyboardInterrupt(f"{signal.Signals(signum).name} again: stopping at once, without saving")
+        received.append(signum)
+
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class _Progress:
     """A rich progress bar: steps (or seconds) done, SPS, latest and best evaluation score."""
 
     def __init__(self, spec: PodSpec, steps: int) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.by_steps = spec.steps is not None
@@ -370,14 +641,15 @@ class _Progress:
             BarColumn(),
             TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(),
+            console=Console(stderr=True),
         )
-        self.task = self.bar.add_task(f"{spec.algo} {spec.env}", total=total, info="", completed=0)
+        self.task = self.bar.add_task(f"{spec.algo} {spec.env}", total=total, info="", completed=steps)
         self.bar.start()
 
-    def update(self, steps: int, wall: float, sps: float, last: EvalResult | None, best: float) -> None:
+    def update(self, steps: int, wall: float, sps: float, last: Scored | None, best: float) -> None:
         info = f"{steps:,} steps | {sps:,.0f} SPS"
         if last is not None:
-            info += f" | eval {last.mean:.1f} ± {last.std:.1f} (best {best:.1f})"
+            info += f" | eval {last.result.mean:.1f} ± {last.result.std:.1f} (best {best:.1f})"
         self.bar.update(self.task, completed=steps if self.by_steps else wall, info=info)
 
     def close(self) -> None:

@@ -1,0 +1,201 @@
+"""A run's life as a user meets it: Ctrl-C and SIGTERM save every step, a run directory belongs to one
+run, and resuming says plainly what it does."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import podium
+from podium.cli import app
+from podium.config import PodSpec
+from podium.pod import Pod, PodInterrupted
+from podium.rundir import PodDir, RunDirError
+from podium.store import load_checkpoint
+from podium.tournament import tournament
+
+FAST = {"tensorboard": False, "eval_episodes": 8}
+runner = CliRunner()
+
+
+def _metric_steps(run_dir: Path) -> list[int]:
+    """The env-step count of every learning phase logged in ``metrics.csv``, in order."""
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        return []
+    with path.open() as f:
+        return [int(r["step"]) for r in csv.DictReader(f) if r["name"] == "charts/SPS"]
+
+
+def _evaluations(run_dir: Path) -> int:
+    path = run_dir / "curve.csv"
+    if not path.is_file():
+        return 0
+    with path.open() as f:
+        return len(list(csv.DictReader(f)))
+
+
+def _wait_for(condition, timeout: float = 120.0, what: str = "") -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+# ----------------------------------------------------------------- Ctrl-C / SIGTERM
+MOMENTS = {
+    # SAC during its random warm-up, before any learning or evaluation
+    "sac-warm-up": ("sac", {"learning_starts": 100_000}, lambda d: len(_metric_steps(d)) >= 3),
+    # SAC learning, after its first evaluation (replay buffer and optimiser state both matter)
+    "sac-learning": ("sac", {"learning_starts": 200}, lambda d: _evaluations(d) >= 1),
+    # PPO with an evaluation (inline: the pod is inside it) every learning phase
+    "ppo-evaluating": ("ppo", {}, lambda d: len(_metric_steps(d)) >= 4),
+}
+
+
+@pytest.mark.parametrize("moment", list(MOMENTS))
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_saves_every_step_and_the_run_resumes_from_there(tmp_path, moment, sig):
+    algo, hparams, ready = MOMENTS[moment]
+    run_dir = tmp_path / "run"
+    config = tmp_path / "run.yaml"
+    spec = {"env": "Pendulum-v1", "algo": algo, "seconds": 120, "hparams": hparams, "eval_every": 400, **FAST}
+    if moment == "ppo-evaluating":
+        spec.update(eval_every=1, eval_mode="inline", eval_episodes=64)
+    config.write_text(yaml.safe_dump(spec))
+    cmd = [sys.executable, "-m", "podium.cli", "train", "--config", str(config), "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "300"}
+    )
+    try:
+        _wait_for(lambda: ready(run_dir), what=f"{moment} to begin")
+        proc.send_signal(sig)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + sig, output
+    assert f"podium train --resume {run_dir}" in output and "Traceback" not in output
+    saved = load_checkpoint(PodDir(run_dir).last)
+    trained = _metric_steps(run_dir)
+    assert saved["counters"]["steps"] == trained[-1]  # every step trained is in the checkpoint
+    if algo == "sac":
+        replay = load_checkpoint(PodDir(run_dir).replay)
+        assert replay["steps"] == trained[-1] and replay["replay"]["obs"].shape[0] == trained[-1]
+    # resume: it continues exactly where it stopped and counts nothing twice
+    more = trained[-1] + 3 * (trained[-1] - trained[-2])
+    report = podium.train(resume=run_dir, steps=more, seconds=120)
+    after = _metric_steps(run_dir)
+    assert after[: len(trained)] == trained and after == sorted(set(after))
+    assert after[len(trained)] == trained[-1] + (trained[-1] - trained[-2])
+    assert report.steps == more and report.stop_reason == "steps"
+
+
+def test_ctrl_c_from_python_raises_pod_interrupted_after_saving(tmp_path):
+    run_dir = tmp_path / "run"
+
+    def interrupt_when_training() -> None:
+        _wait_for(lambda: len(_metric_steps(run_dir)) >= 2, what="training")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt_when_training, daemon=True)
+    thread.start()
+    with pytest.raises(PodInterrupted) as info:
+        podium.train("CartPole-v1", "ppo", seconds=60, run_dir=run_dir, progress=False, **FAST)
+    thread.join()
+    assert isinstance(info.value, KeyboardInterrupt) and info.value.exit_code == 130
+    assert info.value.steps == load_checkpoint(PodDir(run_dir).last)["counters"]["steps"] == _metric_steps(run_dir)[-1]
+    assert "podium train --resume" in str(info.value)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the pod gave the handler back
+
+
+# ----------------------------------------------------------------- one run per directory
+def test_a_used_run_directory_is_refused_with_the_choices_and_overwrite_clears_it(tmp_path):
+    run_dir = tmp_path / "run"
+    podium.train("Pendulum-v1", "sac", steps=600, run_dir=run_dir, snapshot_every=0.01, **FAST)
+    first_snapshots = PodDir(run_dir).snapshot_files()
+    assert first_snapshots
+    with pytest.raises(RunDirError, match=r"--resume.*--overwrite") as info:
+        podium.train("Pendulum-v1", "sac", steps=600, run_dir=run_dir, **FAST)
+    assert isinstance(info.value, ValueError)
+    assert PodDir(run_dir).snapshot_files() == first_snapshots  # refused before touching anything
+    (run_dir / "notes.txt").write_text("mine")
+    podium.train("Pendulum-v1", "ppo", steps=1024, run_dir=run_dir, overwrite=True, **FAST)
+    assert PodDir(run_dir).snapshot_files() == []  # the first run's snapshots do not mix into the second
+    assert load_checkpoint(PodDir(run_dir).last)["algo"] == "ppo"
+    assert (run_dir / "notes.txt").read_text() == "mine"  # overwrite deletes runs, not the user's files
+
+
+def test_the_command_line_refuses_a_used_run_directory_and_accepts_overwrite(tmp_path):
+    args = ["train", "--env", "Pendulum-v1", "--algo", "ppo", "--steps", "512", "--run-dir", str(tmp_path / "r")]
+    args += ["--no-progress"]
+    assert runner.invoke(app, args, env={"COLUMNS": "300"}).exit_code == 0
+    again = runner.invoke(app, args, env={"COLUMNS": "300"})
+    assert again.exit_code == 2 and "already holds a run" in again.output and "--overwrite" in again.output
+    assert runner.invoke(app, [*args, "--overwrite"], env={"COLUMNS": "300"}).exit_code == 0
+
+
+def test_a_tournament_and_a_pod_never_share_a_directory(tmp_path):
+    pod_dir = tmp_path / "pod"
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=pod_dir, **FAST)
+    from podium.config import ConfigError
+
+    with pytest.raises(ConfigError, match="holds a pod's run"):
+        tournament(env="Pendulum-v1", algos={"ppo": 1}, seconds=5, run_dir=pod_dir, backend="inline")
+    t_dir = tmp_path / "t"
+    tournament(
+        env="Pendulum-v1",
+        algos={"ppo": 1},
+        steps=1024,
+        pod={"steps": 1024, "tensorboard": False},
+        run_dir=t_dir,
+        backend="inline",
+        progress=False,
+    )
+    with pytest.raises(RunDirError, match="holds a tournament"):
+        podium.train("Pendulum-v1", "ppo", steps=512, run_dir=t_dir, overwrite=True, **FAST)
+
+
+# ----------------------------------------------------------------- resume says what it does
+def test_resume_with_a_spent_budget_says_there_is_nothing_to_do(tmp_path):
+    run_dir = tmp_path / "run"
+    first = podium.train("Pendulum-v1", "ppo", steps=2048, run_dir=run_dir, **FAST)
+    logged = _metric_steps(run_dir)
+    report = podium.train(resume=run_dir, steps=1024)
+    assert report.steps == first.steps and _metric_steps(run_dir) == logged
+    assert "nothing to do" in report.message and "totals" in report.message
+    result = runner.invoke(app, ["train", "--resume", str(run_dir), "--steps", "1024"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and "nothing to do" in result.output
+    longer = podium.train(resume=run_dir, steps=4096)
+    assert longer.steps == 4096 and longer.message == ""
+
+
+def test_resume_with_another_target_judges_it_anew(tmp_path):
+    run_dir = tmp_path / "run"
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=2048, target=-5000.0, confirm_episodes=0, **FAST)
+    first = Pod(spec, run_dir, progress=False).run()
+    assert first.reached_target and first.stop_reason == "target"
+    again = podium.train(resume=run_dir, steps=2048)  # same target: nothing to do
+    assert again.reached_target and "already reached its target" in again.message
+    harder = podium.train(resume=run_dir, steps=first.steps + 1024, target=-1.0)  # out of reach so soon
+    assert not harder.reached_target and harder.time_to_target is None and harder.stop_reason == "steps"
+
+
+def test_resume_refuses_fields_it_cannot_change(tmp_path):
+    run_dir = tmp_path / "run"
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, **FAST)
+    from podium.config import ConfigError
+
+    with pytest.raises(ConfigError, match="only steps, seconds and target"):
+        podium.train(resume=run_dir, steps=1024, num_envs=8)
