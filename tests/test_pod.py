@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -303,3 +304,18 @@ def test_ppo_reaches_the_standard_score(tmp_path, env_id, target, seed):
     # the saved best snapshot scores as well on fresh evaluation episodes (32 of them)
     mean, _ = podium.load(tmp_path).evaluate(episodes=32, seed=123)
     assert mean >= target - (25 if env_id == "CartPole-v1" else 60)
+
+
+def test_a_policy_trained_on_discrete_observations_acts_on_the_envs_own_integers(tmp_path):
+    import gymnasium as gym
+
+    podium.train("FrozenLake-v1", "ppo", steps=512, run_dir=tmp_path, **FAST)
+    policy = podium.load(tmp_path)
+    env = gym.make("FrozenLake-v1")
+    obs, _ = env.reset(seed=0)
+    action = policy.act(obs)  # an int, as FrozenLake gives it
+    assert isinstance(action, int) and env.action_space.contains(action)
+    batch = policy.act(np.array([0, 5, 15]))
+    assert batch.shape == (3,)
+    one_hot = torch.nn.functional.one_hot(torch.tensor([0, 5, 15]), 16).float()
+    assert batch.tolist() == policy.act(one_hot).tolist()  # the same as the one-hot vectors training saw
