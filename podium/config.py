@@ -71,10 +71,13 @@ class PodSpec(BaseModel):
     """Evaluate after every this many env steps (at the end of the learning phase that crosses it)."""
     eval_deterministic: bool = True
     """Evaluate the deterministic policy."""
-    eval_mode: Literal["thread", "inline"] = "thread"
-    """``thread``: the evaluator scores snapshots in a background thread while training goes on (the
-    paper's evaluator service; on one core the two share it). ``inline``: training waits for each
-    evaluation (reproducible to the step, as evaluations land at fixed points)."""
+    eval_mode: Literal["auto", "process", "thread", "inline"] = "auto"
+    """Where the evaluator scores snapshots. ``process``: a child process on another core, while training
+    goes on (the paper's evaluator service). ``thread``: a background thread (suits GPU pods; on a CPU,
+    training and evaluation share Python's interpreter lock). ``inline``: training waits for each
+    evaluation (cheapest on one core; reproducible to the step). ``auto``: ``process`` for a CPU pod
+    with two or more cores (``torch_threads``, else the cores it may use), ``thread`` on a GPU, else
+    ``inline``."""
     confirm_episodes: int = Field(default=100, ge=0)
     """Before a pod stops at its ``target``, the snapshot that reached it is re-scored on this many fresh
     episodes (seeds training and routine evaluations never use) and must reach the target there too.

@@ -4,6 +4,10 @@ a crash in evaluation fails the pod cleanly)."""
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
+import os
+import signal
 import threading
 
 import gymnasium as gym
@@ -85,7 +89,7 @@ def _slow(monkeypatch, seconds: float, routine: float | None = None, confirmatio
         threads.add(threading.current_thread().name)
         threading.Event().wait(seconds)
         result = original(self, agent, seed)
-        fixed = confirmation if seed is not None else routine
+        fixed = confirmation if self.env.num_envs == 100 else routine  # confirmations: 100 episodes
         if fixed is None:
             return result
         return EvalResult(fixed, 1.0, result.episodes, result.seconds, (fixed,) * result.episodes)
@@ -94,15 +98,16 @@ def _slow(monkeypatch, seconds: float, routine: float | None = None, confirmatio
     return threads
 
 
-def test_a_slow_evaluation_does_not_hold_training_back(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["process", "thread"])
+def test_a_slow_evaluation_does_not_hold_training_back(tmp_path, monkeypatch, mode):
     threads = _slow(monkeypatch, 0.5)
-    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=40_960, eval_every=1, **FAST)
-    report = Pod(spec, tmp_path / "thread", progress=False).run()
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=40_960, eval_every=1, eval_mode=mode, **FAST)
+    report = Pod(spec, tmp_path / "beside", progress=False).run()
     rollout = 1024  # the CartPole preset's rollout
     rows = report.curve
-    assert threads == {"podium-evaluator"}
+    assert threads == ({"podium-evaluator"} if mode == "thread" else set())  # a child process's own memory
     # training went on while each snapshot was scored: the next snapshot is several rollouts later
-    gaps = [b["step"] - a["step"] for a, b in zip(rows, rows[1:], strict=False)]
+    gaps = [b["step"] - a["step"] for a, b in itertools.pairwise(rows)]
     assert len(rows) < report.steps // rollout and max(gaps[:-1]) >= 3 * rollout
     assert all(r["scored_at"] - r["wall_time"] >= 0.5 for r in rows)
     assert report.eval_time >= 0.5 * len(rows)
@@ -112,6 +117,34 @@ def test_a_slow_evaluation_does_not_hold_training_back(tmp_path, monkeypatch):
     inline = Pod(spec, tmp_path / "inline", progress=False).run()
     assert threads == {"MainThread"}
     assert [r["step"] for r in inline.curve] == [rollout, 2 * rollout, 3 * rollout, 4 * rollout]
+
+
+def test_a_killed_evaluator_process_fails_the_pod_cleanly(tmp_path, monkeypatch):
+    original = Evaluator.evaluate
+
+    def dies(self, agent, seed=None):
+        if threading.current_thread() is threading.main_thread() and multiprocessing.parent_process() is not None:
+            os.kill(os.getpid(), signal.SIGKILL)  # the evaluator's process dies mid-evaluation
+        return original(self, agent, seed)
+
+    monkeypatch.setattr(Evaluator, "evaluate", dies)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", seconds=60, eval_every=1024, eval_mode="process", **FAST)
+    with pytest.raises(EvaluationError, match="ended unexpectedly"):
+        Pod(spec, tmp_path, progress=False).run()
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("mode", ["process", "thread", "inline"])
+def test_evaluation_modes_score_the_same_snapshots_alike(tmp_path, mode):
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=4096, eval_every=1024, eval_mode="inline", **FAST)
+    reference = Pod(spec, tmp_path / "inline", progress=False).run()
+    spec = spec.model_copy(update={"eval_mode": mode})
+    report = Pod(spec, tmp_path / f"{mode}-again", progress=False).run()
+    assert report.steps == reference.steps
+    # training is the same whatever the evaluator does; snapshots of the same step score the same
+    same = {r["step"]: r["eval_mean"] for r in reference.curve}
+    assert all(same[r["step"]] == r["eval_mean"] for r in report.curve if r["step"] in same)
+    assert report.curve[-1]["step"] == 4096 and report.curve[-1]["eval_mean"] == same[4096]
 
 
 def test_only_a_confirmed_score_stops_a_pod_at_its_target(tmp_path, monkeypatch):
@@ -131,16 +164,18 @@ def test_only_a_confirmed_score_stops_a_pod_at_its_target(tmp_path, monkeypatch)
     assert best["counters"]["steps"] == report.steps_to_target and best["counters"]["best_mean"] == 480.0
 
 
-def test_a_crash_in_evaluation_fails_the_pod_cleanly(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["process", "thread", "inline"])
+def test_a_crash_in_evaluation_fails_the_pod_cleanly(tmp_path, monkeypatch, mode):
     def broken(self, agent, seed=None):
         raise RuntimeError("the evaluation env fell over")
 
     monkeypatch.setattr(Evaluator, "evaluate", broken)
     before = threading.active_count()
-    spec = PodSpec(env="CartPole-v1", algo="ppo", seconds=60, eval_every=1024, **FAST)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", seconds=60, eval_every=1024, eval_mode=mode, **FAST)
     with pytest.raises(EvaluationError, match="the evaluation env fell over"):
         Pod(spec, tmp_path, progress=False).run()
     assert threading.active_count() == before  # no evaluator thread left behind
+    assert multiprocessing.active_children() == []  # nor process
     saved = load_checkpoint(PodDir(tmp_path).last)  # the training state is saved: resume can go on
     assert saved["counters"]["steps"] >= 1024
 

@@ -5,32 +5,49 @@ Two layers:
 * :class:`Evaluator` runs ``env.num_envs`` episodes in parallel with an agent's (deterministic by
   default) policy, each sub-env until its first episode ends, and returns an :class:`EvalResult`.
 * :class:`EvaluatorService` is the paper's evaluator *service*: the pod hands it a
-  :class:`Snapshot` of the agent's state and goes on training; the service scores the snapshot in a
-  background thread with its own copy of the agent and its own envs, and the pod collects
-  :class:`Scored` results when it next looks. A snapshot whose score reaches the pod's target is
-  **confirmed** at once on ``confirm_episodes`` fresh episodes (seeds that neither training nor the
-  routine evaluations use); only a confirmed score stops a pod at its target. ``threaded=False``
-  runs the same service inline (the evaluation blocks training), which is what a single core favours.
+  :class:`Snapshot` of the agent's state and goes on training; the service scores the snapshot with
+  its own copy of the agent and its own envs, and the pod collects :class:`Scored` results when it
+  next looks. A snapshot whose score reaches the pod's target is **confirmed** at once on
+  ``confirm_episodes`` fresh episodes (seeds that neither training nor the routine evaluations use);
+  only a confirmed score stops a pod at its target.
 
-Seeds: routine evaluation ``k`` resets with ``seed + k`` (sub-env ``i`` of a gymnasium env gets
-``seed + k + i``); confirmation ``j`` with ``confirm_seed + j * episodes``. The pod chooses
-``seed`` and ``confirm_seed`` far from its training seeds (see :mod:`podium.pod.pod`).
+Where the service runs (``mode``):
+
+* ``process`` — a child process forked from the pod, on another core: evaluation leaves training's
+  critical path entirely. The default for a CPU pod that has two or more cores.
+* ``thread`` — a background thread. Training and evaluation share Python's interpreter lock, so on a
+  CPU with small networks the two slow each other down (measured: BENCHMARKS.md); it suits GPU pods,
+  whose work runs outside the lock.
+* ``inline`` — training waits while a snapshot is scored: the cheapest choice on a single core, and
+  reproducible to the step.
+
+Seeds: a routine evaluation resets with the seed its snapshot carries (sub-env ``i`` of a gymnasium env
+gets ``seed + i``); confirmation ``j`` with ``confirm_seed + j * episodes``. The pod chooses them far
+from its training seeds (see :mod:`podium.pod.pod`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import multiprocessing
+import os
+import signal
 import threading
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from podium.algos.base import Agent
 from podium.envs.base import VecEnv
 
-__all__ = ["EvalResult", "EvaluationError", "Evaluator", "EvaluatorService", "Scored", "Snapshot"]
+__all__ = ["EvalMode", "EvalResult", "EvaluationError", "Evaluator", "EvaluatorService", "Scored", "Snapshot"]
+
+EvalMode = Literal["process", "thread", "inline"]
 
 
 class EvaluationError(RuntimeError):
@@ -98,16 +115,22 @@ class Evaluator:
 @dataclass
 class Snapshot:
     """A copy of an agent's whole state (``Agent.state_dict``, tensors cloned) at ``steps`` env steps and
-    ``wall_time`` seconds of training; ``extra`` is the pod's bookkeeping, returned untouched."""
+    ``wall_time`` seconds of training, to be scored with evaluation seed ``seed``; ``extra`` is the pod's
+    bookkeeping, returned untouched."""
 
     state: dict[str, Any]
     steps: int
     wall_time: float
+    seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, agent: Agent, steps: int, wall_time: float, **extra: Any) -> Snapshot:
-        return cls(_clone(agent.state_dict()), steps, wall_time, extra)
+    def of(cls, agent: Agent, steps: int, wall_time: float, seed: int = 0, **extra: Any) -> Snapshot:
+        return cls(_clone(agent.state_dict()), steps, wall_time, seed, extra)
+
+    def modules(self) -> dict[str, Any]:
+        """The part of :attr:`state` that acting needs (networks and normalisers, not optimisers)."""
+        return {k: v for k, v in self.state.items() if k.startswith("module.")}
 
 
 @dataclass(frozen=True)
@@ -125,67 +148,113 @@ class Scored:
         """The most trustworthy mean: the confirmation's when there is one."""
         return self.confirmation.mean if self.confirmation is not None else self.result.mean
 
-    @property
-    def confirmed(self) -> bool:
-        """Whether a confirmation ran (not whether it passed: compare :attr:`score` with the target)."""
-        return self.confirmation is not None
+
+class _Scorer:
+    """What scores snapshots wherever the service runs: the evaluator's agent, its envs, the confirmation rule.
+
+    ``build()`` returns ``(agent, routine evaluator, confirmer or None)``; it runs where the scoring runs
+    (in the child process for ``process`` mode), so the envs belong to that process.
+    """
+
+    def __init__(
+        self, build: Callable[[], tuple[Agent, Evaluator, Evaluator | None]], target: float | None, confirm_seed: int
+    ) -> None:
+        self.agent, self.evaluator, self.confirmer = build()
+        self.target, self.confirm_seed = target, confirm_seed
+        self.confirmations = 0
+
+    def score(self, modules: dict[str, Any], seed: int) -> tuple[EvalResult, EvalResult | None, float]:
+        start = time.perf_counter()
+        self.agent.load_modules(modules)
+        result = self.evaluator.evaluate(self.agent, seed=seed)
+        confirmation = None
+        if self.confirmer is not None and self.target is not None and result.mean >= self.target:
+            confirm_seed = self.confirm_seed + self.confirmations * self.confirmer.env.num_envs
+            self.confirmations += 1
+            confirmation = self.confirmer.evaluate(self.agent, seed=confirm_seed)
+        return result, confirmation, time.perf_counter() - start
 
 
 class EvaluatorService:
     """Scores snapshots beside training (see the module docstring).
 
     Args:
-        agent: the evaluator's own agent (same algorithm and configuration as the trained one); each
-            snapshot's networks are loaded into it.
-        evaluator: routine evaluations.
-        confirmer: confirmations (more episodes, other seeds); None: never confirm.
+        build: returns ``(agent, evaluator, confirmer)``: the evaluator's own agent (same algorithm and
+            configuration as the trained one; each snapshot's networks are loaded into it), the routine
+            evaluator and the confirmer (more episodes, other seeds; None: never confirm). It is called
+            where the scoring runs.
         target: a routine mean at or above this is confirmed; None: no confirmation.
         confirm_seed: first seed of the confirmations.
-        threaded: score in a background thread (True) or inline in :meth:`submit` (False).
+        mode: ``process``, ``thread`` or ``inline`` (see the module docstring). ``process`` forks this
+            process, so it needs a CPU pod (CUDA does not survive a fork) and a platform with fork.
     """
 
     def __init__(
         self,
-        agent: Agent,
-        evaluator: Evaluator,
-        confirmer: Evaluator | None = None,
+        build: Callable[[], tuple[Agent, Evaluator, Evaluator | None]],
         target: float | None = None,
         confirm_seed: int = 0,
-        threaded: bool = True,
+        mode: EvalMode = "thread",
     ) -> None:
-        self.agent, self.evaluator, self.confirmer = agent, evaluator, confirmer
-        self.target, self.confirm_seed = target, confirm_seed
-        self.confirmations = 0
+        self.mode = mode
         self.seconds = 0.0  # time spent scoring, all snapshots together
-        self.threaded = threaded
-        self._lock = threading.Condition()
-        self._pending: Snapshot | None = None
-        self._working = False
+        self._pending: Snapshot | None = None  # waiting for the scorer (the newest replaces an older one)
+        self._working: Snapshot | None = None  # being scored
         self._results: list[Scored] = []
-        self._error: BaseException | None = None
+        self._error: str | None = None
         self._closed = False
+        self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
-        if threaded:
-            self._thread = threading.Thread(target=self._serve, name="podium-evaluator", daemon=True)
+        self._process: Any = None
+        self._scorer: _Scorer | None = None
+        if mode == "inline":
+            self._scorer = _Scorer(build, target, confirm_seed)
+        elif mode == "thread":
+            self._thread = threading.Thread(
+                target=self._serve, args=(build, target, confirm_seed), name="podium-evaluator", daemon=True
+            )
             self._thread.start()
+        elif mode == "process":
+            context = multiprocessing.get_context("fork")
+            self._conn, child = context.Pipe()
+            self._process = context.Process(
+                target=_evaluator_process,
+                args=(child, self._conn, build, target, confirm_seed),
+                name="podium-evaluator",
+                daemon=True,
+            )
+            self._process.start()
+            child.close()
+        else:
+            raise ValueError(f"eval mode must be 'process', 'thread' or 'inline', got {mode!r}")
 
     # ----------------------------------------------------------------- the pod's side
     @property
     def busy(self) -> bool:
         """Whether a snapshot is being scored or waiting to be."""
+        if self.mode == "process":
+            self._pump()
         with self._lock:
-            return self._working or self._pending is not None
+            return self._working is not None or self._pending is not None
 
     def submit(self, snapshot: Snapshot) -> None:
-        """Score ``snapshot``. Threaded: returns at once, and a snapshot still waiting is replaced by this
-        newer one (the evaluator never falls behind training). Inline: scores it before returning."""
+        """Score ``snapshot``. ``process``/``thread``: returns at once, and a snapshot still waiting is
+        replaced by this newer one (the evaluator never falls behind training). ``inline``: scores it
+        before returning."""
         self._raise_error()
-        if not self.threaded:
-            self._results.append(self._score(snapshot))
+        if self._scorer is not None:  # inline
+            try:
+                result, confirmation, seconds = self._scorer.score(snapshot.modules(), snapshot.seed)
+            except Exception as exc:
+                raise EvaluationError(f"the evaluator failed: {type(exc).__name__}: {exc}") from exc
+            self.seconds += seconds
+            self._results.append(Scored(snapshot, result, confirmation, seconds))
             return
         with self._lock:
             self._pending = snapshot
             self._lock.notify_all()
+        if self.mode == "process":
+            self._pump()
 
     def results(self) -> list[Scored]:
         """The snapshots scored since the last call, oldest first (never blocks).
@@ -193,6 +262,8 @@ class EvaluatorService:
         Raises:
             EvaluationError: the evaluator failed.
         """
+        if self.mode == "process":
+            self._pump()
         self._raise_error()
         with self._lock:
             out, self._results = self._results, []
@@ -200,18 +271,37 @@ class EvaluatorService:
 
     def wait(self, timeout: float | None = None) -> list[Scored]:
         """Block until every submitted snapshot is scored (or ``timeout`` seconds); return the results."""
-        with self._lock:
-            self._lock.wait_for(lambda: not (self._working or self._pending) or self._error is not None, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self.mode == "process":
+            while (self._working is not None or self._pending is not None) and self._error is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._pump(wait=0.05 if left is None else min(0.05, left))
+        else:
+            with self._lock:
+                self._lock.wait_for(
+                    lambda: (self._working is None and self._pending is None) or self._error is not None, timeout
+                )
         return self.results()
 
     def close(self) -> None:
-        """Stop the service; a snapshot being scored finishes first, a waiting one is dropped."""
+        """Stop the service; a snapshot being scored is dropped."""
         with self._lock:
             self._closed = True
             self._pending = None
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join()
+        if self._process is not None:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                self._conn.send(None)
+            self._process.join(timeout=5.0)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join()
+            self._conn.close()
+            self._process = None
 
     def __enter__(self) -> EvaluatorService:
         return self
@@ -219,43 +309,92 @@ class EvaluatorService:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ----------------------------------------------------------------- the service's side
-    def _serve(self) -> None:
+    # ----------------------------------------------------------------- thread mode
+    def _serve(self, build: Callable, target: float | None, confirm_seed: int) -> None:
+        try:
+            scorer = _Scorer(build, target, confirm_seed)
+        except BaseException as exc:
+            self._fail(exc)
+            return
         while True:
             with self._lock:
                 self._lock.wait_for(lambda: self._pending is not None or self._closed)
                 if self._closed:
                     return
-                snapshot, self._pending, self._working = self._pending, None, True
+                snapshot, self._pending = self._pending, None
+                self._working = snapshot
             try:
-                scored = self._score(snapshot)
+                result, confirmation, seconds = scorer.score(snapshot.modules(), snapshot.seed)
             except BaseException as exc:  # handed to the pod's thread, which stops the pod
-                with self._lock:
-                    self._error, self._working = exc, False
-                    self._lock.notify_all()
+                self._fail(exc)
                 return
             with self._lock:
-                self._results.append(scored)
-                self._working = False
+                self.seconds += seconds
+                self._results.append(Scored(snapshot, result, confirmation, seconds))
+                self._working = None
                 self._lock.notify_all()
 
-    def _score(self, snapshot: Snapshot) -> Scored:
-        start = time.perf_counter()
-        self.agent.load_modules(snapshot.state)
-        result = self.evaluator.evaluate(self.agent)
-        confirmation = None
-        if self.confirmer is not None and self.target is not None and result.mean >= self.target:
-            seed = self.confirm_seed + self.confirmations * self.confirmer.env.num_envs
-            self.confirmations += 1
-            confirmation = self.confirmer.evaluate(self.agent, seed=seed)
-        seconds = time.perf_counter() - start
-        self.seconds += seconds
-        return Scored(snapshot, result, confirmation, seconds)
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            self._error = f"{type(exc).__name__}: {exc}"
+            self._working = None
+            self._lock.notify_all()
+
+    # ----------------------------------------------------------------- process mode
+    def _pump(self, wait: float = 0.0) -> None:
+        """Collect what the child process finished and hand it the pending snapshot when it is free."""
+        if self._process is None or self._error is not None:
+            return
+        try:
+            while self._conn.poll(wait):
+                wait = 0.0
+                message = self._conn.recv()
+                if message[0] == "error":
+                    self._error = message[1]
+                    self._working = None
+                    return
+                _, result, confirmation, seconds = message
+                self.seconds += seconds
+                self._results.append(Scored(self._working, result, confirmation, seconds))
+                self._working = None
+            if self._working is None and self._pending is not None:
+                snapshot, self._pending = self._pending, None
+                self._conn.send((snapshot.modules(), snapshot.seed))
+                self._working = snapshot
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self._process.exitcode
+            self._error = f"the evaluator process ended unexpectedly (exit code {code})"
+            self._working = None
 
     def _raise_error(self) -> None:
         if self._error is not None:
-            exc = self._error
-            raise EvaluationError(f"the evaluator failed: {type(exc).__name__}: {exc}") from exc
+            raise EvaluationError(f"the evaluator failed: {self._error}")
+
+
+def _evaluator_process(conn: Any, parent_end: Any, build: Callable, target: float | None, confirm_seed: int) -> None:
+    """The child process of ``process`` mode: score what arrives until told to stop or the pod is gone."""
+    parent_end.close()  # so that the pod's death closes the pipe and ends this loop
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the pod decides when its evaluator stops
+        signal.signal(sig, signal.SIG_IGN)
+    code = 0
+    try:
+        scorer = _Scorer(build, target, confirm_seed)
+        while True:
+            message = conn.recv()
+            if message is None:
+                break
+            modules, seed = message
+            conn.send(("scored", *scorer.score(modules, seed)))
+    except EOFError:
+        pass
+    except BaseException as exc:
+        code = 1
+        traceback.print_exc()  # the whole story goes to the pod's log; the pod gets one line
+        with contextlib.suppress(BrokenPipeError, OSError):
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+    os._exit(code)  # skip the pod's exit handlers, which this forked copy inherited
 
 
 def _clone(state: Any) -> Any:

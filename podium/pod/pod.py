@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import multiprocessing
+import os
 import signal
 import sys
 import threading
@@ -41,7 +43,7 @@ from podium.algos.presets import preset_for
 from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
-from podium.pod.evaluator import EvaluationError, Evaluator, EvaluatorService, Scored, Snapshot
+from podium.pod.evaluator import EvalMode, EvaluationError, Evaluator, EvaluatorService, Scored, Snapshot
 from podium.pod.learner import Learner
 from podium.pod.worker import Worker
 from podium.rundir import PodDir
@@ -57,8 +59,8 @@ __all__ = [
 ]
 
 EVAL_SEED_OFFSET = 1_000_000
-"""Routine evaluations reset with ``spec.seed + EVAL_SEED_OFFSET + k`` (training resets use
-``spec.seed + iteration``)."""
+"""The routine evaluation of the snapshot after ``n`` env steps resets with ``spec.seed + EVAL_SEED_OFFSET + n``
+(training resets use ``spec.seed + iteration``, and ``iteration <= n``)."""
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
 training nor routine evaluations use."""
@@ -178,6 +180,18 @@ def build_agent(
     return cls(observation_space, action_space, config, num_envs, device)
 
 
+def resolve_eval_mode(spec: PodSpec) -> EvalMode:
+    """``spec.eval_mode``, with ``auto`` resolved: a separate process for a CPU pod with two or more cores
+    (its ``torch_threads``, else the cores this process may use), a thread for a GPU pod, else inline."""
+    if spec.eval_mode != "auto":
+        return spec.eval_mode
+    if spec.device != "cpu":
+        return "thread"
+    cores = spec.torch_threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    fork = "fork" in multiprocessing.get_all_start_methods()
+    return "process" if cores >= 2 and fork else "inline"
+
+
 def default_run_dir(spec: PodSpec) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
     return Path("runs") / f"{spec.env}-{spec.algo}-seed{spec.seed}-{stamp}"
@@ -226,24 +240,12 @@ class Pod:
         elif spec.device == "cpu":
             torch.set_num_threads(1)  # small networks: one thread is fastest and pods do not fight over cores
         torch.manual_seed(spec.seed)
-        env_kwargs = dict(spec.env_kwargs)
-        self.env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **env_kwargs)
-        eval_kwargs = {**env_kwargs, **spec.eval_env_kwargs}
-        self.eval_env = make(
-            spec.env, num_envs=spec.eval_episodes, device=spec.device, native=spec.native_env, **eval_kwargs
-        )
-        self.confirm_env = None
-        if spec.target is not None and spec.confirm_episodes > 0:
-            self.confirm_env = make(
-                spec.env, num_envs=spec.confirm_episodes, device=spec.device, native=spec.native_env, **eval_kwargs
-            )
+        self.env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **spec.env_kwargs)
         problem = self.env.unreachable(spec.target, spec.env) if spec.target is not None else None
         if problem is not None:
             raise ConfigError(problem)
         obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
         self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
-        # the evaluator's own copy of the agent: snapshots are loaded into it, training's is never touched
-        self.eval_agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
         if hasattr(self.agent, "generator"):
             self.agent.generator.manual_seed(spec.seed)
         self.agent.budget_steps = spec.steps  # for schedules defined as a fraction of the budget
@@ -409,6 +411,7 @@ class Pod:
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
             self._message = self._nothing_to_do(stop)
             return self._report(stop, curve, None)
+        service = self._evaluator_service()  # first: a forked evaluator must not inherit the logger's thread
         logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
         worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
         learner = Learner(agent)
@@ -416,7 +419,6 @@ class Pod:
         if self._replay is not None:
             buffer.load_state_dict(self._replay)
             self._replay = None
-        service = self._evaluator_service()
         last_ckpt = start
         last: Scored | None = None
         progress = _Progress(spec, self.steps) if self.progress else None
@@ -487,27 +489,33 @@ class Pod:
         return self._report(stop or "steps", curve, last)
 
     def _evaluator_service(self) -> EvaluatorService:
-        spec = self.spec
-        evaluator = Evaluator(self.eval_env, spec.eval_deterministic, seed=spec.seed + EVAL_SEED_OFFSET)
-        evaluator.evaluations = self.evaluations
-        confirmer = None
-        if self.confirm_env is not None:
-            confirmer = Evaluator(self.confirm_env, spec.eval_deterministic)
+        spec, agent = self.spec, self.agent
+        obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
+
+        def build() -> tuple[Agent, Evaluator, Evaluator | None]:
+            """The evaluator's own agent and envs, made where the evaluator runs (training's are never touched)."""
+            kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs, "device": spec.device, "native": spec.native_env}
+            eval_agent = build_agent(spec, obs_space, act_space, agent.num_envs, agent.device, agent.config)
+            evaluator = Evaluator(make(spec.env, num_envs=spec.eval_episodes, **kwargs), spec.eval_deterministic)
+            confirmer = None
+            if spec.target is not None and spec.confirm_episodes > 0:
+                confirmer = Evaluator(make(spec.env, num_envs=spec.confirm_episodes, **kwargs), spec.eval_deterministic)
+            return eval_agent, evaluator, confirmer
+
         return EvaluatorService(
-            self.eval_agent,
-            evaluator,
-            confirmer,
+            build,
             target=spec.target if spec.confirm_episodes > 0 else None,
             confirm_seed=spec.seed + CONFIRM_SEED_OFFSET,
-            threaded=spec.eval_mode == "thread",
+            mode=resolve_eval_mode(spec),
         )
 
     def _submit(self, service: EvaluatorService) -> None:
         """Hand the evaluator a snapshot of the agent (inline mode: and score it now)."""
-        self.evaluations += 1
         self._submitted_at = self.steps
         t0 = time.perf_counter()
-        service.submit(Snapshot.of(self.agent, self.steps, self.wall_time, counters=self._counters()))
+        seed = self.spec.seed + EVAL_SEED_OFFSET + self.steps  # the snapshot's score does not depend on the mode
+        service.submit(Snapshot.of(self.agent, self.steps, self.wall_time, seed, counters=self._counters()))
+        self.evaluations += 1
         waited = time.perf_counter() - t0  # inline mode: the whole evaluation
         self.eval_wait += waited
         self.wall_time += waited
