@@ -96,6 +96,13 @@ class PodSpec(BaseModel):
     each time-based checkpoint and at the end of the run), so a resumed pod, or a tournament child
     starting from this pod, continues with its experience instead of an empty buffer. Its size is the
     buffer's filled part: about ``4 * (2 * obs_dim + act_dim + 2)`` bytes per transition."""
+    learners: int = Field(default=1, ge=1)
+    """Learner processes in this pod (the paper's learner parallelism). Each collects from its own envs
+    (``num_envs`` sub-envs, other seeds) and learns; all of them average their networks, normaliser
+    statistics and optimiser moments every ``fuse_every`` learning phases (``torch.distributed`` with gloo,
+    bound to the loopback interface). Env steps count every learner's. 1 = the usual single learner."""
+    fuse_every: int = Field(default=1, ge=1)
+    """Learning phases between two fusions of the learners (with ``learners > 1``)."""
     torch_threads: int | None = Field(default=None, gt=0)
     """Intra-op threads for torch (default: 1 on CPU — fastest for podium's small networks and fair to
     other pods on the machine — and torch's own setting on accelerators)."""

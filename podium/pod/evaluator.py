@@ -45,7 +45,16 @@ import torch
 from podium.algos.base import Agent
 from podium.envs.base import VecEnv
 
-__all__ = ["EvalMode", "EvalResult", "EvaluationError", "Evaluator", "EvaluatorService", "Scored", "Snapshot"]
+__all__ = [
+    "EvalMode",
+    "EvalResult",
+    "EvaluationError",
+    "Evaluator",
+    "EvaluatorService",
+    "Scored",
+    "Snapshot",
+    "clone_tensors",
+]
 
 EvalMode = Literal["process", "thread", "inline"]
 
@@ -126,7 +135,7 @@ class Snapshot:
 
     @classmethod
     def of(cls, agent: Agent, steps: int, wall_time: float, seed: int = 0, **extra: Any) -> Snapshot:
-        return cls(_clone(agent.state_dict()), steps, wall_time, seed, extra)
+        return cls(clone_tensors(agent.state_dict()), steps, wall_time, seed, extra)
 
     def modules(self) -> dict[str, Any]:
         """The part of :attr:`state` that acting needs (networks and normalisers, not optimisers)."""
@@ -376,6 +385,7 @@ def _evaluator_process(conn: Any, parent_end: Any, build: Callable, target: floa
     parent_end.close()  # so that the pod's death closes the pipe and ends this loop
     for sig in (signal.SIGINT, signal.SIGTERM):  # the pod decides when its evaluator stops
         signal.signal(sig, signal.SIG_IGN)
+    torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)
     code = 0
     try:
         scorer = _Scorer(build, target, confirm_seed)
@@ -397,12 +407,12 @@ def _evaluator_process(conn: Any, parent_end: Any, build: Callable, target: floa
     os._exit(code)  # skip the pod's exit handlers, which this forked copy inherited
 
 
-def _clone(state: Any) -> Any:
+def clone_tensors(state: Any) -> Any:
     """A deep copy of nested dicts/lists of tensors (tensors cloned, detached), numbers and strings."""
     if torch.is_tensor(state):
         return state.detach().clone()
     if isinstance(state, dict):
-        return {k: _clone(v) for k, v in state.items()}
+        return {k: clone_tensors(v) for k, v in state.items()}
     if isinstance(state, list | tuple):
-        return type(state)(_clone(v) for v in state)
+        return type(state)(clone_tensors(v) for v in state)
     return state

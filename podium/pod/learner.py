@@ -1,61 +1,156 @@
 """Learner: updates the agent's networks from collected data; several learners fuse by averaging.
 
-The paper's learner runs the algorithm's learning phase (``agent.learn``). With several learners
-(each trained on its own share of the data), their *parameters* are fused at the end of an epoch by
-element-wise averaging — networks, normaliser statistics and optimiser moments — not by
-all-reducing gradients at every step. :func:`average_agents` is that fusion; the in-process
-:class:`Learner` with ``agents=[...]`` applies it, and the distributed backends reuse it.
+The paper's learner runs the algorithm's learning phase (``agent.learn``). With several learners, each
+trained on its own workers' data, their *parameters* are fused at the end of a learning phase by
+element-wise averaging — networks, normaliser statistics and optimiser moments — not by all-reducing
+gradients at every step.
+
+* :func:`average_agents` fuses agents that live in one process (tests, tools).
+* :class:`FusionGroup` fuses the agents of K learner *processes* with one ``torch.distributed``
+  all-reduce per dtype (gloo; it also carries CUDA tensors, so learners may share a GPU). A pod with
+  ``learners: K`` runs learner 0 itself and starts learners 1..K-1; see :mod:`podium.pod.pod`.
+
+What is fused: every floating-point tensor in the agent's modules (parameters and buffers, e.g. PPO's
+``log_std`` and observation statistics) and every floating-point optimiser state tensor with a shape
+(Adam's first and second moments). Integer and scalar optimiser state (Adam's step count) is equal on
+every learner after equal numbers of updates and is left alone.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from podium.algos.base import Agent
 
-__all__ = ["Learner", "average_agents"]
+__all__ = ["FusionGroup", "Learner", "average_agents", "fusable_tensors"]
+
+
+def fusable_tensors(agent: Agent) -> list[torch.Tensor]:
+    """The tensors that fusion averages, in a fixed order (the same on every learner of one algorithm):
+    every floating tensor of the modules (0-dim ones too: normaliser counts, SAC's ``log_alpha``), then
+    every floating optimiser state tensor with a shape (moments; not the 0-dim step counts)."""
+    out = [v for m in agent.modules().values() for v in m.state_dict().values() if v.is_floating_point()]
+    for optimizer in agent.optimizers().values():
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                state = optimizer.state.get(param, {})
+                out += [v for _, v in sorted(state.items()) if torch.is_tensor(v) and v.is_floating_point() and v.dim()]
+    return out
 
 
 @torch.no_grad()
 def average_agents(agents: Sequence[Agent]) -> None:
-    """Replace every agent's floating-point parameters, buffers and optimiser moments by their mean.
+    """Replace every agent's fusable tensors (see the module docstring) by their element-wise mean.
 
-    Integer state (step counters) is taken from the first agent. All agents must be of one algorithm
-    and architecture.
+    All agents must be of one algorithm and architecture, with the same optimiser state layout.
     """
     if len(agents) < 2:
         return
-    for name, module in agents[0].modules().items():
-        others = [a.modules()[name].state_dict() for a in agents[1:]]
-        for key, value in module.state_dict().items():
-            if value.is_floating_point():
-                mean = torch.stack([value, *(o[key].to(value.device) for o in others)]).mean(0)
-                for a in agents:
-                    a.modules()[name].state_dict()[key].copy_(mean)
-    for name in agents[0].optimizers():
-        peers = [a.optimizers()[name] for a in agents]
-        for group_params in zip(*(p.param_groups for p in peers), strict=True):
-            for params in zip(*(g["params"] for g in group_params), strict=True):
-                states = [peer.state.get(p) for peer, p in zip(peers, params, strict=True)]
-                if any(s is None for s in states):
-                    continue
-                for key, value in states[0].items():
-                    if torch.is_tensor(value) and value.is_floating_point() and value.dim() > 0:
-                        mean = torch.stack([s[key] for s in states]).mean(0)
-                        for s in states:
-                            s[key].copy_(mean)
+    columns = [fusable_tensors(a) for a in agents]
+    if len({len(c) for c in columns}) != 1:
+        raise ValueError("agents to fuse differ in their state (another algorithm, or optimisers not yet stepped)")
+    for tensors in zip(*columns, strict=True):
+        mean = torch.stack([t.to(tensors[0].device) for t in tensors]).mean(0)
+        for t in tensors:
+            t.copy_(mean)
+
+
+class FusionGroup:
+    """K learner processes that average their agents with ``torch.distributed``.
+
+    The group meets through a file (``torch.distributed.FileStore``) — no listening socket for the
+    rendezvous — and gloo's connections between the learners are bound to the loopback interface
+    (``GLOO_SOCKET_IFNAME=lo``) unless the environment says otherwise, so a pod's learners are not
+    reachable from the network.
+
+    Args:
+        store: path of the rendezvous file (the same for every learner; it must not exist before rank 0
+            starts the group, and is removed by :meth:`close`).
+        rank / world: this learner's index and the number of learners K.
+        backend: ``gloo`` (CPU) or ``nccl`` (GPUs).
+        timeout: seconds a collective waits for the other learners before failing.
+    """
+
+    def __init__(self, store: str | Path, rank: int, world: int, backend: str = "gloo", timeout: float = 60.0) -> None:
+        if backend == "gloo":
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        self.rank, self.world, self.path = rank, world, Path(store)
+        file_store = dist.FileStore(str(self.path), world)
+        self.group = _init(backend, file_store, rank, world, timeout)
+
+    @torch.no_grad()
+    def fuse(self, agent: Agent, stop: bool = False) -> bool:
+        """Average ``agent`` with the other learners' (a collective: every learner calls it, in step).
+        Any learner may ask to ``stop``; returns whether one did (all learners then end together)."""
+        tensors = fusable_tensors(agent)
+        by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+        for t in tensors:
+            by_dtype.setdefault(t.dtype, []).append(t)
+        flag = torch.tensor([1.0 if stop else 0.0], device=tensors[0].device if tensors else "cpu")
+        requested = False
+        for i, (dtype, group) in enumerate(sorted(by_dtype.items(), key=lambda kv: str(kv[0]))):
+            flat = torch.cat([t.reshape(-1) for t in group] + ([flag.to(dtype)] if i == 0 else []))
+            dist.all_reduce(flat, group=self.group)
+            if i == 0:
+                requested = bool(flat[-1] > 0)
+                flat = flat[:-1]
+            flat /= self.world
+            offset = 0
+            for t in group:
+                n = t.numel()
+                t.copy_(flat[offset : offset + n].view_as(t))
+                offset += n
+        if not by_dtype:
+            dist.all_reduce(flag, group=self.group)
+            requested = bool(flag[0] > 0)
+        return requested
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if self.rank == 0:
+            self.path.unlink(missing_ok=True)
+
+
+def _init(backend: str, store: Any, rank: int, world: int, timeout: float) -> Any:
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timedelta(seconds=timeout))
+    return dist.group.WORLD
 
 
 class Learner:
-    """Runs ``agent.learn(buffer, next_obs)`` and returns the mean losses of the phase."""
+    """Runs ``agent.learn(buffer, next_obs)`` and, in a group of learners, fuses after each phase."""
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    def __init__(self, agent: Agent, fusion: FusionGroup | None = None, fuse_every: int = 1) -> None:
+        self.agent, self.fusion, self.fuse_every = agent, fusion, fuse_every
         self.updates = 0
+        self.fusion_time = 0.0  # seconds spent fusing
 
     def learn(self, buffer: object, next_obs: torch.Tensor) -> dict[str, float]:
         stats = self.agent.learn(buffer, next_obs)
         self.updates += 1
         return stats
+
+    @property
+    def fusing(self) -> bool:
+        """Whether the phase just learned ends with a fusion (every ``fuse_every`` phases, in a group)."""
+        return self.fusion is not None and self.updates % self.fuse_every == 0
+
+    def fuse(self, stop: bool = False) -> bool:
+        """At a fusion phase, average with the other learners; any learner may ask to ``stop``, and the
+        return says whether one did (they all end after this phase). Without a group: returns ``stop``."""
+        if self.fusion is None:
+            return stop
+        if not self.fusing:
+            return False
+        t0 = time.perf_counter()
+        requested = self.fusion.fuse(self.agent, stop)
+        self.fusion_time += time.perf_counter() - t0
+        return requested

@@ -23,8 +23,10 @@ import contextlib
 import math
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -43,13 +45,22 @@ from podium.algos.presets import preset_for
 from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
-from podium.pod.evaluator import EvalMode, EvaluationError, Evaluator, EvaluatorService, Scored, Snapshot
-from podium.pod.learner import Learner
+from podium.pod.evaluator import (
+    EvalMode,
+    EvaluationError,
+    Evaluator,
+    EvaluatorService,
+    Scored,
+    Snapshot,
+    clone_tensors,
+)
+from podium.pod.learner import FusionGroup, Learner
 from podium.pod.worker import Worker
 from podium.rundir import PodDir
 from podium.store import CheckpointError, load_checkpoint, save_checkpoint
 
 __all__ = [
+    "LearnerError",
     "Pod",
     "PodInterrupted",
     "PodReport",
@@ -61,6 +72,9 @@ __all__ = [
 EVAL_SEED_OFFSET = 1_000_000
 """The routine evaluation of the snapshot after ``n`` env steps resets with ``spec.seed + EVAL_SEED_OFFSET + n``
 (training resets use ``spec.seed + iteration``, and ``iteration <= n``)."""
+LEARNER_SEED_STRIDE = 100_000
+"""Learner ``k`` of a pod with several learners resets its env with ``spec.seed + k * LEARNER_SEED_STRIDE +
+iteration`` (learner 0: ``spec.seed + iteration``), so the learners see different episodes."""
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
 training nor routine evaluations use."""
@@ -411,10 +425,12 @@ class Pod:
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
             self._message = self._nothing_to_do(stop)
             return self._report(stop, curve, None)
-        service = self._evaluator_service()  # first: a forked evaluator must not inherit the logger's thread
+        # forked processes first (extra learners, evaluator): they must not inherit the logger's thread
+        group = _LearnerGroup.start(self) if spec.learners > 1 else None
+        service = self._evaluator_service()
         logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
         worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
-        learner = Learner(agent)
+        learner = Learner(agent, group.fusion if group else None, spec.fuse_every)
         buffer = agent.make_buffer()
         if self._replay is not None:
             buffer.load_state_dict(self._replay)
@@ -430,7 +446,7 @@ class Pod:
                     t0 = time.perf_counter()
                     rollout = worker.collect(buffer)
                     losses = learner.learn(buffer, worker.obs)
-                    self.steps += rollout.steps
+                    self.steps += rollout.steps * spec.learners  # every learner collected as many
                     self.iterations += 1
                     now = time.perf_counter()
                     self.wall_time = base_wall + now - start
@@ -447,9 +463,16 @@ class Pod:
                         returns, lengths = rollout.episode_returns, rollout.episode_lengths
                         scalars["charts/episodic_return"] = sum(returns) / len(returns)
                         scalars["charts/episodic_length"] = sum(lengths) / len(lengths)
-                    logger.log(self.steps, scalars)
                     for scored in service.results():
                         last = self._record(scored, curve, logger)
+                    stop = "interrupted" if signals else self._budget_left(start, base_wall)
+                    if group is not None:  # learners fuse, and stop together, at fusion phases only
+                        if learner.fusing:
+                            learner.fuse(stop is not None)
+                            scalars["charts/fusion_seconds"] = learner.fusion_time
+                        else:
+                            stop = None
+                    logger.log(self.steps, scalars)
                     if self.steps >= self._next_eval and not service.busy:
                         while self._next_eval <= self.steps:
                             self._next_eval += spec.eval_every
@@ -462,7 +485,6 @@ class Pod:
                         self.save(self.dir.snapshot(self.steps))
                     if progress is not None:
                         progress.update(self.steps, self.wall_time, scalars["charts/SPS"], last, self.best_mean)
-                    stop = "interrupted" if signals else self._budget_left(start, base_wall)
                     timed = spec.checkpoint_every > 0 and now - last_ckpt >= spec.checkpoint_every
                     if stop is not None or spec.checkpoint_every == 0 or timed:
                         self.save(buffer=buffer if stop is not None or timed else None)
@@ -480,7 +502,13 @@ class Pod:
         except EvaluationError:
             self.save(buffer=buffer)
             raise
+        except RuntimeError as exc:  # a fusion failed: say which learner failed and why
+            if group is not None and group.failure() is not None:
+                raise LearnerError(group.failure()) from exc
+            raise
         finally:
+            if group is not None:
+                group.close()
             service.close()
             logger.close()
             if progress is not None:
@@ -610,6 +638,113 @@ def _config(spec: PodSpec, config: AgentConfig | dict[str, Any]) -> AgentConfig:
         return cls.Config(**config)
     except ValidationError as exc:
         raise ConfigError(validation_message(exc, f"saved hyperparameters of {cls.name}")) from None
+
+
+class LearnerError(RuntimeError):
+    """One of a pod's extra learner processes failed; the pod stopped (its last checkpoint is intact)."""
+
+
+class _LearnerGroup:
+    """Learners 1..K-1 of a pod with ``learners: K``: forked processes, each with its own env (its own
+    workers' data, other seeds) and its own copy of the agent, that learn in step with the pod (learner
+    0) and fuse with it by averaging (:class:`~podium.pod.learner.FusionGroup`) after every
+    ``fuse_every`` learning phases. They stop when learner 0 says so, or when it is gone."""
+
+    def __init__(self, fusion: FusionGroup, processes: list[Any], conns: list[Any], tmp: Path) -> None:
+        self.fusion, self.processes, self.conns, self.tmp = fusion, processes, conns, tmp
+
+    @classmethod
+    def start(cls, pod: Pod) -> _LearnerGroup:
+        spec = pod.spec
+        if spec.device != "cpu" and not spec.device.startswith("cuda"):
+            raise ConfigError(f"learners > 1 needs a CPU or CUDA device, not {spec.device!r}")
+        context = multiprocessing.get_context("fork" if spec.device == "cpu" else "spawn")
+        tmp = Path(tempfile.mkdtemp(prefix="podium-learners-"))
+        store = tmp / "rendezvous"
+        state = clone_tensors(pod.agent.state_dict())  # every learner starts from learner 0's state
+        processes, conns = [], []
+        for rank in range(1, spec.learners):
+            parent, child = context.Pipe()
+            args = (rank, spec, pod.agent.config, pod.agent.num_envs, state, pod.steps, pod.iterations, store, child)
+            proc = context.Process(target=_extra_learner, args=args, name=f"podium-learner-{rank}", daemon=True)
+            proc.start()
+            child.close()
+            processes.append(proc)
+            conns.append(parent)
+        fusion = FusionGroup(store, 0, spec.learners)
+        return cls(fusion, processes, conns, tmp)
+
+    def failure(self) -> str | None:
+        """What the first failed learner reported (or how it died), None if none failed."""
+        for rank, (proc, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
+            with contextlib.suppress(EOFError, OSError):
+                if conn.poll(0.5):
+                    return f"learner {rank} failed: {conn.recv()}"
+            if proc.exitcode not in (None, 0):
+                return f"learner {rank} ended with exit code {proc.exitcode}"
+        return None
+
+    def close(self) -> None:
+        for proc in self.processes:
+            proc.join(timeout=5.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for conn in self.conns:
+            conn.close()
+        self.fusion.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _extra_learner(
+    rank: int,
+    spec: PodSpec,
+    config: AgentConfig,
+    num_envs: int,
+    state: dict[str, Any],
+    steps: int,
+    iterations: int,
+    store: Path,
+    conn: Any,
+) -> None:
+    """Learner ``rank`` (>= 1) of a pod: collect on its own env, learn, fuse; until told to stop."""
+    for sig in (signal.SIGINT, signal.SIGTERM):  # learner 0 decides when the learners stop
+        signal.signal(sig, signal.SIG_IGN)
+    code, fusion = 0, None
+    try:
+        torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)
+        torch.manual_seed(spec.seed + LEARNER_SEED_STRIDE * rank)
+        env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **spec.env_kwargs)
+        agent = build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device, config)
+        agent.load_state_dict(state)
+        if hasattr(agent, "generator"):
+            agent.generator.manual_seed(spec.seed + LEARNER_SEED_STRIDE * rank)
+        agent.budget_steps = spec.steps
+        worker = Worker(env, agent, seed=spec.seed + LEARNER_SEED_STRIDE * rank + iterations)
+        fusion = FusionGroup(store, rank, spec.learners)
+        learner = Learner(agent, fusion, spec.fuse_every)
+        buffer = agent.make_buffer()
+        stop = False
+        while not stop:
+            if spec.steps is not None and getattr(agent.config, "anneal_lr", False):
+                agent.lr_fraction = max(0.0, 1.0 - steps / spec.steps)  # type: ignore[attr-defined]
+            rollout = worker.collect(buffer)
+            losses = learner.learn(buffer, worker.obs)
+            steps += rollout.steps * spec.learners
+            bad = [k for k, v in losses.items() if not math.isfinite(v)]
+            if bad:
+                raise TrainingDivergedError(f"{', '.join(bad)} became {losses[bad[0]]} at step {steps}")
+            stop = learner.fuse()
+    except BaseException as exc:
+        code = 1
+        with contextlib.suppress(BrokenPipeError, OSError):
+            conn.send(f"{type(exc).__name__}: {exc}")
+    finally:
+        conn.close()
+        if fusion is not None:
+            with contextlib.suppress(Exception):
+                fusion.close()
+    os._exit(code)  # skip the pod's exit handlers, which a forked learner inherited
 
 
 @contextlib.contextmanager

@@ -1,0 +1,151 @@
+"""Learner parallelism: K learner processes fuse networks, normalisers and optimiser moments by averaging
+(torch.distributed, gloo on the loopback interface), and a pod with two learners still learns."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import podium
+from podium.algos import get_algo
+from podium.config import PodSpec
+from podium.envs import make
+from podium.pod import Pod
+from podium.pod.learner import FusionGroup, average_agents, fusable_tensors
+from podium.pod.pod import LearnerError
+from podium.pod.worker import Worker
+
+FAST = {"tensorboard": False, "eval_episodes": 8}
+
+
+def _agent(algo: str, seed: int):
+    """An agent after two real learning phases (moments, normalisers, counters moved), seeded."""
+    torch.manual_seed(seed)
+    env = make("Pendulum-v1", num_envs=4)
+    cls = get_algo(algo)
+    hparams = {"num_steps": 16, "normalize_obs": True, "normalize_reward": True} if algo == "ppo" else {}
+    if algo == "sac":
+        hparams = {"learning_starts": 16, "batch_size": 16, "gradient_steps": 2}
+    agent = cls(env.single_observation_space, env.single_action_space, cls.Config(**hparams), 4, torch.device("cpu"))
+    agent.generator.manual_seed(seed)
+    worker, buffer = Worker(env, agent, seed=seed), agent.make_buffer()
+    for _ in range(2):
+        worker.collect(buffer, 16)
+        agent.learn(buffer, worker.obs)
+    return agent
+
+
+def _fuse_in_child(algo: str, rank: int, store: str, out: str) -> None:
+    torch.set_num_threads(1)  # a forked child must stay out of the parent's OpenMP pool
+    agent = _agent(algo, seed=rank)
+    group = FusionGroup(store, rank, 2)
+    asked = group.fuse(agent, stop=rank == 1)
+    torch.save({"tensors": fusable_tensors(agent), "asked": asked}, out)
+    group.close()
+    os._exit(0)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac"])
+def test_after_a_fusion_every_learner_holds_exactly_the_average(tmp_path, algo):
+    torch.set_num_threads(1)  # the same arithmetic as in the children
+    expected = [_agent(algo, seed=0), _agent(algo, seed=1)]
+    before = [t.clone() for t in fusable_tensors(expected[0])]
+    average_agents(expected)  # the in-process fusion is the reference
+    assert any(not torch.equal(a, b) for a, b in zip(before, fusable_tensors(expected[0]), strict=True))
+    context = multiprocessing.get_context("fork")
+    outs = [tmp_path / f"rank{r}.pt" for r in (0, 1)]
+    procs = [
+        context.Process(target=_fuse_in_child, args=(algo, r, str(tmp_path / "store"), str(outs[r]))) for r in (0, 1)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    reference = fusable_tensors(expected[0])
+    for out in outs:
+        result = torch.load(out, weights_only=True)
+        assert result["asked"]  # learner 1 asked to stop: every learner hears it
+        assert len(result["tensors"]) == len(reference)
+        for got, want in zip(result["tensors"], reference, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
+def test_fusion_covers_moments_and_normalisers_but_not_step_counts():
+    agent = _agent("ppo", seed=0)
+    fused = {t.data_ptr() for t in fusable_tensors(agent)}  # the very storage that fusion overwrites
+    assert agent.obs_rms.mean.data_ptr() in fused and agent.obs_rms.count.data_ptr() in fused  # normalisers
+    assert agent.log_std.data_ptr() in fused  # the learned exploration level
+    state = agent.optimizer.state[agent.actor[0].weight]
+    assert state["exp_avg"].data_ptr() in fused and state["exp_avg_sq"].data_ptr() in fused
+    assert state["step"].data_ptr() not in fused
+
+
+@pytest.mark.parametrize(
+    ("algo", "steps", "threshold"),
+    [("ppo", 61_440, -700.0), ("sac", 12_000, -700.0)],
+)
+def test_a_pod_with_two_learners_learns_pendulum(tmp_path, algo, steps, threshold):
+    report = podium.train("Pendulum-v1", algo, steps=steps, learners=2, run_dir=tmp_path, seed=0, **FAST)
+    assert report.steps >= steps
+    first = report.curve[0]["eval_mean"] if len(report.curve) > 1 else -1600.0
+    assert report.last_mean > threshold and report.last_mean > first + 200
+    assert multiprocessing.active_children() == []  # the extra learner is gone
+
+
+def test_a_dying_learner_fails_the_pod_cleanly(tmp_path, monkeypatch):
+    import podium.pod.pod as pod_module
+
+    original = pod_module.Learner.learn
+
+    def dies(self, buffer, next_obs):
+        if multiprocessing.parent_process() is not None and self.updates == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(self, buffer, next_obs)
+
+    monkeypatch.setattr(pod_module.Learner, "learn", dies)
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", seconds=60, learners=2, **FAST)
+    with pytest.raises(LearnerError, match="learner 1 ended with exit code -9"):
+        Pod(spec, tmp_path, progress=False).run()
+    assert multiprocessing.active_children() == []
+
+
+def test_learners_talk_only_over_the_loopback_interface(tmp_path):
+    code = (
+        "import podium\n"
+        f"podium.train('Pendulum-v1', 'ppo', seconds=6, learners=2, run_dir={str(tmp_path)!r}, tensorboard=False)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        listening = _wait_for_listeners(proc.pid)
+    finally:
+        proc.wait(60)
+    assert listening, "the learners never opened their connections"
+    assert all(addr.startswith(("127.", "[::1]", "::1")) for addr in listening), listening
+
+
+def _wait_for_listeners(pid: int, timeout: float = 30.0) -> list[str]:
+    """Local addresses the process ``pid`` and its children listen on (TCP), once there are any."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+        family = {str(pid)} | set(_children(pid))
+        addrs = [line.split()[3] for line in out.splitlines() if any(f"pid={p}," in line for p in family)]
+        if addrs:
+            return addrs
+        time.sleep(0.2)
+    return []
+
+
+def _children(pid: int) -> list[str]:
+    try:
+        return open(f"/proc/{pid}/task/{pid}/children").read().split()
+    except OSError:
+        return []
