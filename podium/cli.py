@@ -1,4 +1,9 @@
-"""The ``podium`` command. Every sub-command is a thin layer over the Python API of the same name."""
+"""The ``podium`` command. Every sub-command is a thin layer over the Python API of the same name.
+
+Importing this module costs only typer and rich: each command imports what it needs (torch, the
+tournament, pandas) when it runs, so ``podium --help`` and mistakes in the arguments answer at once.
+Paths are printed whole (never wrapped), so they can be copied from the terminal.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from podium.tournament import TournamentReport
+    from podium.tournament import TournamentConfig, TournamentReport
 
 app = typer.Typer(
     name="podium",
@@ -23,8 +29,14 @@ console = Console()
 
 
 def _fail(message: str) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}")
+    """Print ``error: MESSAGE`` (never wrapped, never read as markup) and return the exit to raise (code 2)."""
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code=2)
+
+
+def _say(text: str) -> None:
+    """Print a line that may hold paths: rich markup allowed, never wrapped (paths stay whole for copying)."""
+    console.print(text, soft_wrap=True)
 
 
 @app.command("envs")
@@ -44,9 +56,9 @@ def envs_command() -> None:
             obs, act, limit = str(env.single_observation_space), str(env.single_action_space), env.max_episode_steps
         except (ImportError, AttributeError, ValueError, OSError) as exc:
             obs, act, limit = "?", "?", f"unavailable: {exc}"
-        table.add_row(spec.id, obs, act, str(limit), spec.description)
+        table.add_row(spec.id, obs, act, str(limit), escape(spec.description))
     console.print(table)
-    console.print("Any other gymnasium id (e.g. LunarLander-v3) runs through podium.envs.GymVecEnv.")
+    _say("Any other gymnasium id (e.g. LunarLander-v3) runs through podium.envs.GymVecEnv.")
 
 
 @app.command("throughput")
@@ -78,7 +90,7 @@ def throughput_command(
         u = torch.rand((num_envs, *space.shape), generator=gen, device=env.device)
         return low + u * (high - low)
 
-    console.print(f"[bold]podium throughput[/]: {env!r}, random actions for {seconds:.1f} s")
+    _say(f"[bold]podium throughput[/]: {escape(repr(env))}, random actions for {seconds:.1f} s")
     for _ in range(10):  # warm-up
         env.step(random_actions())
     steps, episodes, returns = 0, 0, 0.0
@@ -135,13 +147,14 @@ def train_command(
     ] = None,
 ) -> None:
     """Train one agent (a pod) and print its report. Ctrl-C saves a checkpoint to resume from."""
+    if resume is None and env is None and config is None:
+        raise _fail("give --env (and --algo), a --config file, or --resume RUN_DIR")
+    hparams = _parse_hparams(hparam or [])  # before importing torch: a typo answers at once
     from podium.api import train
     from podium.config import ConfigError
     from podium.pod import EvaluationError, PodInterrupted, TrainingDivergedError
     from podium.store import CheckpointError
 
-    if resume is None and env is None and config is None:
-        raise _fail("give --env (and --algo), a --config file, or --resume RUN_DIR")
     fields = {
         "num_envs": num_envs,
         "steps": steps,
@@ -150,7 +163,7 @@ def train_command(
         "device": device,
         "seed": seed,
         "eval_every": eval_every,
-        "hparams": _parse_hparams(hparam or []) or None,
+        "hparams": hparams or None,
     }
     try:
         report = train(
@@ -165,7 +178,7 @@ def train_command(
         raise _fail(str(exc)) from exc
     if report.message:
         console.print(f"[bold yellow]note:[/] {report.message}", soft_wrap=True)
-    table = Table(title=f"pod report — {report.run_dir}", show_header=False)
+    table = Table(title="pod report", title_justify="left", show_header=False)
     table.add_row("best score", f"{report.score_mean:.2f} ± {report.score_std:.2f}")
     table.add_row("last evaluation", f"{report.last_mean:.2f} ± {report.last_std:.2f}")
     table.add_row("env steps", f"{report.steps:,}")
@@ -176,8 +189,9 @@ def train_command(
             when = f"confirmed {report.confirmed_mean:.2f} on {report.confirmed_episodes} fresh episodes {when}"
         table.add_row("reached target", when)
     table.add_row("stopped by", report.stop_reason)
-    table.add_row("best checkpoint", report.checkpoint)
     console.print(table)
+    _say(f"run dir: {escape(str(report.run_dir))}")
+    _say(f"best checkpoint: {escape(str(report.checkpoint))}")
 
 
 @app.command("eval")
@@ -196,7 +210,7 @@ def eval_command(
         mean, std = policy.evaluate(episodes=episodes, seed=seed)
     except (CheckpointError, ValueError, KeyError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
-    console.print(f"{policy}: [bold]{mean:.2f} ± {std:.2f}[/] over {episodes} episodes")
+    _say(f"{escape(str(policy))}: [bold]{mean:.2f} ± {std:.2f}[/] over {episodes} episodes")
 
 
 # --------------------------------------------------------------------------- tournament
@@ -208,20 +222,41 @@ def _tournament_errors() -> tuple[type[BaseException], ...]:
     return (ConfigError, DatabaseError, CheckpointError)
 
 
-def _print_tournament(report: TournamentReport) -> None:
+def _print_tournament(report: TournamentReport, trading: bool = False) -> None:
     from podium.tournament.view import leaderboard_table
 
-    console.print(leaderboard_table(report.entries, f"leaderboard of {report.run_dir}"))
+    _say(f"[bold]leaderboard of {escape(report.run_dir)}[/]")
+    console.print(leaderboard_table(report.entries, title=None))
     if report.lineage:
         chain = " <- ".join(f"{p['id']} ({p['algo']}, {p['score_mean']:.1f})" for p in report.lineage)
-        console.print(f"champion lineage: {chain}")
+        _say(f"champion lineage: {chain}")
     reached = report.time_to_target
     ttt = f" (its policy first scored it {reached:.1f} s into the run)" if reached is not None else ""
-    console.print(
-        f"stopped after {report.elapsed:.1f} s: {report.message}{ttt}; "
-        f"{report.pods_started} pods ({report.pods_failed} failed), {report.total_steps:,} env steps. "
-        f"Report: {report.run_dir}/report.json, progress.png, champion.png"
+    _say(
+        f"stopped after {report.elapsed:.1f} s: {escape(report.message)}{ttt}; "
+        f"{report.pods_started} pods ({report.pods_failed} failed), {report.total_steps:,} env steps."
     )
+    _say(f"report: {escape(report.run_dir)}/report.json, progress.png, champion.png")
+    if report.entries:
+        hints = [f"podium leaderboard {report.run_dir} --lineage champion"]
+        if trading:
+            hints.append(f"podium backtest {report.run_dir} --top-k 3")
+        _say("next: " + escape("; ".join(hints)))
+
+
+def _backtest_after(report: TournamentReport, config: TournamentConfig) -> None:
+    """The config's ``backtest`` section, announced first (it takes a while: one backtest per snapshot)."""
+    from podium.tournament.api import backtest_after
+
+    b = config.backtest
+    if b is None or not report.entries:
+        return
+    what = f"the best {min(b.top_k, len(report.entries))} policies" if b.top_k > 1 else "the champion"
+    curve = ", then every training snapshot (generalisation curve)" if b.generalisation else ""
+    _say(f"backtest of {what} on {b.start}..{b.end}{curve} ...")
+    backtest_after(report, config)
+    if "backtest" in report.extra:
+        _say(f"backtest: {escape(report.extra['backtest']['out_dir'])}")
 
 
 @app.command("tournament")
@@ -233,7 +268,9 @@ def tournament_command(
     backend: Annotated[str | None, typer.Option(help="inline (this process) or process (subprocesses)")] = None,
     pods: Annotated[int | None, typer.Option(help="most pods at once (pool.max)")] = None,
     db: Annotated[str | None, typer.Option(help="leaderboard database URL (default: SQLite in the run dir)")] = None,
-    run_dir: Annotated[str | None, typer.Option(help="output directory")] = None,
+    run_dir: Annotated[
+        str | None, typer.Option(help="output directory (default: runs/NAME, NAME = the config file's name)")
+    ] = None,
     seconds: Annotated[float | None, typer.Option(help="time budget (overrides the config)")] = None,
     steps: Annotated[int | None, typer.Option(help="env-step budget (overrides the config)")] = None,
     target: Annotated[float | None, typer.Option(help="target score (overrides the config)")] = None,
@@ -242,36 +279,42 @@ def tournament_command(
 ) -> None:
     """Run a tournament: a pool of pods trains, a leaderboard keeps the best (``podium tournament CONFIG.yaml``);
     continue one after a crash or to extend it (``podium tournament resume RUN_DIR``)."""
-    from podium.tournament import load_tournament_config, resume_tournament
-    from podium.tournament.api import backtest_after
-    from podium.tournament.orchestrator import Orchestrator
+    if config == "resume":
+        if resume_dir is None:
+            raise _fail("usage: podium tournament resume RUN_DIR")
+        if db is not None or pods is not None or run_dir is not None:
+            raise _fail("--db, --pods and --run-dir cannot change when resuming; they are in RUN_DIR/tournament.yaml")
+    elif resume_dir is not None:
+        raise _fail(f"unexpected argument {resume_dir!r}; did you mean: podium tournament resume {resume_dir}")
+    from podium.config import ConfigError, load_yaml
+
+    try:
+        raw = load_yaml(config) if config != "resume" else None  # a missing or broken file answers before torch
+    except ConfigError as exc:
+        raise _fail(str(exc)) from exc
+    _say(f"[dim]podium tournament: checking {escape(resume_dir or config)} ...[/]")
+    from podium.tournament import load_tournament_config
+    from podium.tournament.orchestrator import Orchestrator, read_config
 
     try:
         if config == "resume":
-            if resume_dir is None:
-                raise _fail("usage: podium tournament resume RUN_DIR")
-            if db is not None or pods is not None or run_dir is not None:
-                raise _fail(
-                    "--db, --pods and --run-dir cannot change when resuming; they are in RUN_DIR/tournament.yaml"
-                )
-            report = resume_tournament(
-                resume_dir, backend=backend, progress=progress, force=force, seconds=seconds, steps=steps, target=target
+            assert resume_dir is not None
+            orchestrator = Orchestrator.resume(
+                resume_dir, backend=backend, progress=progress, seconds=seconds, steps=steps, target=target
             )
+            report = orchestrator.run(force=force)
+            cfg = read_config(resume_dir)
         else:
-            if resume_dir is not None:
-                raise _fail(f"unexpected argument {resume_dir!r}; did you mean: podium tournament resume {resume_dir}")
-            from podium.config import load_yaml
-
             pool = None
             if pods is not None:
-                pool = dict(load_yaml(config).get("pool") or {})
+                pool = dict((raw or {}).get("pool") or {})
                 pool["max"], pool["min"] = pods, min(pool.get("min", 1), pods)
             cfg = load_tournament_config(
                 config, pool=pool, db=db, backend=backend, seconds=seconds, steps=steps, target=target
             )
             report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
-            backtest_after(report, cfg)
-        _print_tournament(report)
+        _print_tournament(report, trading=cfg.backtest is not None)
+        _backtest_after(report, cfg)
     except _tournament_errors() as exc:
         raise _fail(str(exc)) from exc
     if report.stop_reason == "failures":
@@ -282,45 +325,37 @@ def tournament_command(
 def leaderboard_command(
     run_dir: Annotated[str, typer.Argument(help="a tournament's run directory")],
     history: Annotated[bool, typer.Option(help="also list every result the updater received")] = False,
-    lineage: Annotated[str | None, typer.Option(help="show this pod's ancestry (e.g. the champion's id)")] = None,
+    lineage: Annotated[
+        str | None, typer.Option(help="show this pod's ancestry: a pod id (p0009) or 'champion'", metavar="POD")
+    ] = None,
 ) -> None:
-    """Print a tournament's leaderboard: rank, algo, score, steps, parent."""
+    """Print a tournament's leaderboard: rank, algo, score, steps, parent; with --history every result,
+    with --lineage a pod's ancestry."""
     from podium.tournament.orchestrator import open_leaderboard
-    from podium.tournament.view import leaderboard_table
+    from podium.tournament.view import history_table, leaderboard_table, lineage_table
 
     try:
         board = open_leaderboard(run_dir)
-        entries = board.entries()
-        info = board.info()
-        console.print(
-            leaderboard_table(entries, f"leaderboard of {run_dir} ({info['status']}, {info['elapsed']:.0f} s)")
-        )
-        if history:
-            table = Table(title="history")
-            for col in ("elapsed s", "pod", "algo", "outcome", "rank", "score", "steps", "error"):
-                table.add_column(col)
-            for h in board.history():
-                score = f"{h['score_mean']:.1f} ± {h['score_std']:.1f}" if h["score_mean"] is not None else "-"
-                table.add_row(
-                    f"{h['elapsed']:.0f}",
-                    h["pod_id"],
-                    h["algo"],
-                    h["outcome"],
-                    str(h["rank"] or "-"),
-                    score,
-                    f"{h['steps']:,}" if h["steps"] else "-",
-                    h["error"] or "",
-                )
-            console.print(table)
-        if lineage is not None:
-            try:
-                chain = board.lineage(lineage)
-            except KeyError as exc:
-                raise _fail(str(exc.args[0])) from exc
-            for p in chain:
-                score = f"{p.score_mean:.1f}" if p.score_mean is not None else "-"
-                console.print(f"{p.id} {p.algo} score {score} parent {p.parent_id or '-'} hparams {p.hparams}")
-        board.close()
+        try:
+            info = board.info()
+            entries = board.entries()
+            _say(f"[bold]leaderboard of {escape(run_dir)}[/] ({info['status']}, {info['elapsed']:.0f} s)")
+            console.print(leaderboard_table(entries, title=None))
+            if history:
+                parents = {p.id: p.parent_id for p in board.pods()}
+                console.print(history_table(board.history(), parents))
+            if lineage == "champion":
+                if not entries:
+                    raise _fail(f"{run_dir}: the leaderboard is empty, so there is no champion yet")
+                lineage = entries[0].pod_id
+            if lineage is not None:
+                try:
+                    chain = board.lineage(lineage)
+                except KeyError as exc:
+                    raise _fail(str(exc.args[0])) from exc
+                console.print(lineage_table(chain, title=f"lineage of {lineage} (newest first)"))
+        finally:
+            board.close()
     except _tournament_errors() as exc:
         raise _fail(str(exc)) from exc
 
@@ -330,7 +365,9 @@ def backtest_command(
     path: Annotated[str, typer.Argument(help="tournament run dir, pod run dir or checkpoint file")],
     start: Annotated[str | None, typer.Option(help="first day (default 2016-01-04, the shipped test period)")] = None,
     end: Annotated[str | None, typer.Option(help="last day (default 2017-11-10)")] = None,
-    top_k: Annotated[int, typer.Option(help="ensemble of the leaderboard's best K (tournaments)")] = 1,
+    top_k: Annotated[
+        int, typer.Option(help="ensemble of the leaderboard's best K (tournaments; fewer if it holds fewer)")
+    ] = 1,
     out: Annotated[str | None, typer.Option(help="output directory")] = None,
     initial_cash: Annotated[float | None, typer.Option(help="starting cash in dollars")] = None,
     generalisation: Annotated[
@@ -340,10 +377,12 @@ def backtest_command(
 ) -> None:
     """Backtest a trading policy on later data against buy-and-hold of DIA and of the equal-weight basket:
     metrics table (empyrical), account-value PNG, daily CSV and trades CSV."""
+    from podium.rundir import TournamentDir
 
+    if top_k < 1:
+        raise _fail(f"--top-k must be at least 1, got {top_k}")
     from podium.finance.backtest import backtest_command as run_backtest
     from podium.finance.backtest import generalisation_curve
-    from podium.rundir import TournamentDir
 
     checkpoints = None
     try:
@@ -356,19 +395,20 @@ def backtest_command(
         )
         if generalisation:
             frame = generalisation_curve(path, report.start, report.end, out_dir=report.out_dir, device=device)
-            console.print(f"generalisation curve: {len(frame)} snapshots -> {report.out_dir}/generalisation.png")
+            _say(f"generalisation curve: {len(frame)} snapshots -> {escape(str(report.out_dir))}/generalisation.png")
     except (*_tournament_errors(), ValueError, KeyError, FileNotFoundError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
 
 
 @app.command("demo")
 def demo_command(
-    run_dir: Annotated[str | None, typer.Option(help="output directory")] = None,
+    run_dir: Annotated[str | None, typer.Option(help="output directory (default: runs/demo)")] = None,
     seconds: Annotated[float, typer.Option(help="time budget of the tournament")] = 90.0,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="live view")] = None,
 ) -> None:
     """The main job on the embedded default: a short PPO/SAC/TD3 tournament on Pendulum with local
     subprocesses and a SQLite leaderboard; prints the leaderboard."""
+    _say("[dim]podium demo: checking the config ...[/]")
     from podium.tournament import TournamentConfig
     from podium.tournament.config import DEMO_CONFIG
     from podium.tournament.orchestrator import Orchestrator

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
 from typer.testing import CliRunner
 
 from podium.cli import app
+from podium.envs import make
+from podium.envs.gym_adapter import MissingDependencyError
 
 runner = CliRunner()
 
@@ -64,3 +73,108 @@ def test_train_bad_input_exits_with_a_named_problem(tmp_path):
     assert result.exit_code == 2 and "--env" in result.output
     result = runner.invoke(app, ["eval", str(tmp_path / "nothing")], env={"COLUMNS": "300"})
     assert result.exit_code == 2 and "does not exist" in result.output
+
+
+# ------------------------------------------------------------------------------------ a newcomer's first minutes
+LIGHT = """
+import sys
+from typer.testing import CliRunner
+from podium.cli import app
+
+runner = CliRunner()
+for args, code, text in [
+    (["--help"], 0, "tournament"),
+    (["train", "--help"], 0, "--env"),
+    (["train"], 2, "--env"),
+    (["train", "--env", "CartPole-v1", "--hparam", "lr"], 2, "key=value"),
+    (["tournament", "missing.yaml"], 2, "does not exist"),
+    (["tournament", "resume"], 2, "RUN_DIR"),
+    (["backtest", "somewhere", "--top-k", "0"], 2, "--top-k"),
+]:
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == code and text in result.output, (args, result.exit_code, result.output)
+import podium
+
+heavy = sorted(m for m in ("torch", "gymnasium", "pandas", "sqlalchemy", "matplotlib") if m in sys.modules)
+print("heavy:", heavy)
+"""
+
+
+def test_help_and_bad_arguments_answer_without_importing_torch(tmp_path):
+    """``podium --help`` and mistakes in the arguments must not pay torch's import (seconds): the package and
+    the CLI import heavy modules only inside the commands that need them."""
+    done = subprocess.run([sys.executable, "-c", LIGHT], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "heavy: []" in done.stdout, done.stdout
+
+
+def test_the_package_names_resolve_on_first_use():
+    import podium
+    import podium.api
+
+    assert podium.train is podium.api.train and podium.load is podium.api.load
+    assert podium.Policy is podium.api.Policy and podium.make_spec is podium.api.make_spec
+    assert {"train", "load", "Policy", "make_spec", "__version__"} <= set(dir(podium))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        podium.nope  # noqa: B018
+
+
+@pytest.fixture
+def env_with_a_missing_extra():
+    """A gymnasium env whose extra is not installed, the way gymnasium's Box2D and MuJoCo envs fail."""
+
+    def entry_point(**kwargs):
+        raise gym.error.DependencyNotInstalled('Foo is not installed, run `pip install "gymnasium[foo]"`')
+
+    gym.register(id="PodiumMissingExtra-v0", entry_point=entry_point)
+    yield "PodiumMissingExtra-v0"
+    del gym.registry["PodiumMissingExtra-v0"]
+
+
+def test_an_env_whose_extra_is_missing_is_one_error_line_naming_the_install(env_with_a_missing_extra, tmp_path):
+    env_id = env_with_a_missing_extra
+    with pytest.raises(MissingDependencyError, match=r'pip install "gymnasium\[foo\]"') as caught:
+        make(env_id, num_envs=2)
+    assert isinstance(caught.value, ValueError) and "\n" not in str(caught.value)
+    for args in (
+        ["train", "--env", env_id, "--algo", "ppo", "--steps", "64", "--run-dir", str(tmp_path / "r"), "--no-progress"],
+        ["throughput", "--env", env_id],
+    ):
+        result = runner.invoke(app, args, env={"COLUMNS": "60"})
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert lines[0].startswith("error: ") and 'pip install "gymnasium[foo]"' in lines[0], result.output
+
+
+@pytest.mark.skipif(importlib.util.find_spec("Box2D") is not None, reason="Box2D is installed")
+def test_lunar_lander_without_box2d_says_how_to_install_it(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "podium.cli", "train", "--env", "LunarLander-v3", "--algo", "ppo", "--steps", "64"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    out = (done.stdout + done.stderr).strip()
+    assert done.returncode == 2 and "Traceback" not in out, out
+    assert len(out.splitlines()) == 1 and out.startswith("error:") and 'pip install "gymnasium[box2d]"' in out, out
+
+
+def test_paths_are_printed_whole_on_a_narrow_terminal(tmp_path):
+    """rich must not wrap a path mid-word: the run directory and the checkpoint can be copied from the output."""
+    run_dir = tmp_path / ("a-rather-long-directory-name-" * 3) / "cartpole-ppo-run"
+    args = ["train", "--env", "CartPole-v1", "--algo", "ppo", "--steps", "512", "--run-dir", str(run_dir)]
+    result = runner.invoke(app, [*args, "--no-progress"], env={"COLUMNS": "60"})
+    assert result.exit_code == 0, result.output
+    assert str(run_dir) in result.output and str(run_dir / "checkpoints" / "best.pt") in result.output
+    missing = run_dir / "no-such-run"
+    result = runner.invoke(app, ["eval", str(missing)], env={"COLUMNS": "60"})
+    assert result.exit_code == 2 and str(missing) in result.output, result.output
+
+
+def test_a_negative_exploration_noise_is_refused(tmp_path):
+    args = ["train", "--env", "Pendulum-v1", "--algo", "td3", "--steps", "64", "--run-dir", str(tmp_path / "r")]
+    result = runner.invoke(app, [*args, "--hparam", "exploration_noise=-1", "--no-progress"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "exploration_noise" in result.output, result.output
+    assert "greater than or equal to 0" in result.output

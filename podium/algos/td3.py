@@ -45,8 +45,8 @@ class TD3Config(OffPolicyConfig):
     """Adam step size of the critic(s)."""
     policy_delay: int = Field(default=2, gt=0)
     """Critic steps per actor (and target) step."""
-    exploration_noise: float = 0.1
-    """Std of the Gaussian noise added to the actor's action, in ``[-1, 1]`` action units."""
+    exploration_noise: float = Field(default=0.1, ge=0)
+    """Std of the Gaussian noise added to the actor's action, in ``[-1, 1]`` action units (0 = none)."""
     target_noise: float = 0.2
     """Std of the target policy smoothing noise, in ``[-1, 1]`` action units (0 = no smoothing)."""
     target_noise_clip: float = 0.5

@@ -23,12 +23,30 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from podium.envs.base import VecEnv
 
-__all__ = ["GymVecEnv"]
+__all__ = ["GymVecEnv", "MissingDependencyError"]
 
 Vectorization = Literal["auto", "sync", "async"]
 
 # A single env step slower than this (seconds) is worth a subprocess per env in "auto" mode.
 _ASYNC_THRESHOLD_S = 2e-4
+
+
+class MissingDependencyError(ValueError, ImportError):
+    """A gymnasium env needs a package that is not installed (e.g. Box2D for ``LunarLander-v3``).
+
+    The message is one line: the env, what is missing, and the command that installs it."""
+
+
+def _make_probe(name: str, factory: Callable[[], gym.Env]) -> gym.Env:
+    """The first copy of the env; a missing optional package becomes one :class:`MissingDependencyError`."""
+    try:
+        return factory()
+    except gym.error.DependencyNotInstalled as exc:  # gymnasium's extras: its message names the pip command
+        reason = " ".join(str(exc).split())
+        raise MissingDependencyError(f"cannot create {name!r}: {reason}") from None
+    except ImportError as exc:  # a third-party env whose own dependency is missing
+        reason = f"{' '.join(str(exc).split())}; install the package that provides it"
+        raise MissingDependencyError(f"cannot create {name!r}: {reason}") from None
 
 
 def _describe(space: gym.Space) -> str:
@@ -65,6 +83,7 @@ class GymVecEnv(VecEnv):
 
     Raises:
         KeyError: unknown gymnasium id.
+        MissingDependencyError: the env needs a package that is not installed (a ``ValueError``).
         ValueError: unsupported observation or action space, bad ``num_envs`` or device.
     """
 
@@ -100,7 +119,7 @@ class GymVecEnv(VecEnv):
         if vectorization not in ("auto", "sync", "async"):
             raise ValueError(f"vectorization must be 'auto', 'sync' or 'async', got {vectorization!r}")
 
-        probe = factory()
+        probe = _make_probe(self.env_id, factory)
         try:
             _check_spaces(self.env_id, probe.observation_space, probe.action_space)
             obs_space, act_space = probe.observation_space, probe.action_space

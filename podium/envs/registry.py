@@ -10,11 +10,10 @@ import difflib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
-
-from podium.envs.base import VecEnv
+if TYPE_CHECKING:  # importing this module costs neither torch nor gymnasium (``podium`` answers fast)
+    from podium.envs.base import VecEnv
 
 __all__ = ["EnvSpec", "list_envs", "make", "register", "registry"]
 
@@ -80,6 +79,8 @@ def list_envs() -> list[EnvSpec]:
 
 
 def _unknown_env(id: str) -> KeyError:
+    import gymnasium as gym
+
     names = sorted(set(registry) | set(gym.registry))
     close = difflib.get_close_matches(id, names, n=3, cutoff=0.6)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -113,7 +114,11 @@ def make(
     Raises:
         KeyError: unknown id (the message suggests close matches).
         ValueError: bad ``num_envs``, unknown device, or a gymnasium env whose spaces podium cannot batch.
+        MissingDependencyError: a gymnasium env whose package or extra is not installed (a ``ValueError``
+            whose one-line message names the ``pip install`` that fixes it, e.g. ``gymnasium[box2d]``).
     """
+    import gymnasium as gym
+
     if native and id in registry:
         spec = registry[id]
         env = spec.load()(num_envs=num_envs, device=device, **{**spec.kwargs, **kwargs})

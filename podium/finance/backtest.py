@@ -632,6 +632,14 @@ def _plot_generalisation(frame: pd.DataFrame, path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------- command
+def _day(value: str | pd.Timestamp, what: str) -> str:
+    """A day as ``YYYY-MM-DD`` (``2016/01/04`` too), so that it can name a directory."""
+    try:
+        return f"{pd.Timestamp(value):%Y-%m-%d}"
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"cannot read the {what} day {value!r} as a date ({exc}); write it as YYYY-MM-DD") from None
+
+
 def _default_out_dir(path: Path, start: str, end: str) -> Path:
     if path.is_dir():
         return path / f"backtest_{start}_{end}"
@@ -655,8 +663,10 @@ def backtest_command(
     Args:
         path: a checkpoint file, a pod run directory or a tournament run directory (see
             :func:`resolve_policy_paths`).
-        start, end: the period (default: the shipped test period 2016-01-04..2017-11-10).
-        top_k: ensemble size (the best ``top_k`` policies of a tournament).
+        start, end: the period (default: the shipped test period 2016-01-04..2017-11-10); any form
+            pandas reads (``2016-01-04``, ``2016/01/04``), written ``YYYY-MM-DD`` in the output names.
+        top_k: ensemble size (the best ``top_k`` policies of a tournament); when fewer policies exist
+            (a short leaderboard, or one pod), all of them are used and a warning says so.
         out: output directory (default: ``RUN_DIR/backtest_START_END`` for a directory,
             ``backtest_NAME_START_END`` next to a checkpoint file).
         initial_cash: starting cash in dollars (default: the policy's).
@@ -668,15 +678,28 @@ def backtest_command(
         The :class:`BacktestReport`; its files are in ``report.out_dir``.
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    start = start or TEST_PERIOD[0]
-    end = end or TEST_PERIOD[1]
+    console = console or Console()
+    start, end = _day(start or TEST_PERIOD[0], "start"), _day(end or TEST_PERIOD[1], "end")
+    if isinstance(top_k, bool) or int(top_k) != top_k or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    available = len(checkpoints) if checkpoints is not None else 1  # a checkpoint or a pod run: one policy
+    if available == 0:
+        raise ValueError(f"{path} has no policy to backtest: its leaderboard is empty")
+    if top_k > available:
+        holds = f"its leaderboard holds {available}" if checkpoints is not None else "it holds one policy"
+        console.print(
+            f"[bold yellow]warning:[/] top_k={top_k} asked for, but {escape(str(path))}: {holds}; "
+            f"backtesting {'the ensemble of those ' + str(available) if available > 1 else 'that one'}",
+            soft_wrap=True,
+        )
+        top_k = available
     paths = resolve_policy_paths(path, top_k, checkpoints=checkpoints)
-    out_dir = Path(out) if out is not None else _default_out_dir(Path(path), str(start), str(end))
+    out_dir = Path(out) if out is not None else _default_out_dir(Path(path), start, end)
     report = backtest(paths, start, end, initial_cash=initial_cash, device=device, out_dir=out_dir)
 
-    console = console or Console()
     names = list(report.metrics.index)
     headers = {POLICY: "policy" if len(paths) == 1 else f"ensemble of {len(paths)}", EQUAL_WEIGHT: "equal weight"}
     table = Table(title=f"Backtest {report.start}..{report.end} ({len(report.tickers)} stocks)")
@@ -699,6 +722,6 @@ def backtest_command(
     console.print(
         f"{len(report.trades)} trades, ${costs:,.0f} in transaction costs; benchmarks are bought once, without costs."
     )
-    console.print(f"policies: {', '.join(report.policies)}")
-    console.print(f"wrote {', '.join(p.name for p in report.files.values())} to {out_dir}")
+    console.print(f"policies: {escape(', '.join(report.policies))}", soft_wrap=True)  # paths stay whole
+    console.print(f"wrote {', '.join(p.name for p in report.files.values())} to {escape(str(out_dir))}", soft_wrap=True)
     return report

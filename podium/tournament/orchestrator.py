@@ -527,5 +527,12 @@ def _backend_args(config: TournamentConfig) -> dict[str, Any]:
 
 
 def _default_run_dir(config: TournamentConfig) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"tournament-{config.env}-{stamp}"
+    """``runs/NAME`` for a named config (the YAML file's name), ``runs/NAME-2``, ... when it is taken;
+    else ``runs/tournament-ENV-TIMESTAMP``. The run directory is printed when the tournament starts."""
+    if config.name is None:
+        return Path("runs") / f"tournament-{config.env}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, number = Path("runs") / config.name, 1
+    while path.exists():
+        number += 1
+        path = Path("runs") / f"{config.name}-{number}"
+    return path

@@ -4,11 +4,15 @@ tournament, through the command line (inline backend: quick)."""
 from __future__ import annotations
 
 import csv
+import re
+from types import SimpleNamespace
 
 import yaml
 from typer.testing import CliRunner
 
 from podium.cli import app
+from podium.tournament import load_tournament_config
+from podium.tournament.view import PoolView
 
 runner = CliRunner()
 POD = {"steps": 2048, "eval_every": 2048, "eval_episodes": 4, "tensorboard": False, "num_envs": 16}
@@ -44,12 +48,52 @@ def test_tournament_resume_and_leaderboard_commands(tmp_path):
     assert "entered" in result.output and "p0001 " in result.output
     rows = [line for line in result.output.splitlines() if line.startswith("│") and " p0" in line]
     assert rows, result.output
+    # the history names each result's parent (explore=0: every pod after the first of its algo is a child)
+    assert re.search(r"│\s*p0003\s*│\s*(ppo|dqn)\s*│\s*p000[12]\s*│", result.output), result.output
+
+    # a lineage is a table (no raw Python dicts), and "champion" names the leaderboard's best
+    result = runner.invoke(app, ["leaderboard", run_dir, "--lineage", "champion"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "changed from parent" in result.output and "{" not in result.output and "'" not in result.output
+    assert re.search(r"│\s*p\d{4}\s*│\s*(ppo|dqn)\s*│", result.output.split("lineage of")[1]), result.output
+
+
+def test_a_tournament_without_run_dir_writes_runs_named_after_its_config(tmp_path, monkeypatch):
+    """``podium tournament examples/stock_dow29.yaml`` writes runs/stock_dow29, which the README's next
+    command reads; a second run does not clobber it. It says what runs and where as it starts."""
+    monkeypatch.chdir(tmp_path)
+    config = _yaml(tmp_path, algos={"ppo": 1}, steps=2048)
+    for expected in ("runs/t", "runs/t-2"):
+        result = runner.invoke(app, ["tournament", config, "--backend", "inline", "--no-progress"], env=WIDE)
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / expected / "tournament.yaml").is_file()
+        start = next(line for line in result.output.splitlines() if "tournament on CartPole-v1" in line)
+        assert f"run dir {tmp_path / expected}" in start and "p0001 ppo started" in result.output
+    result = runner.invoke(app, ["leaderboard", "runs/t"], env=WIDE)
+    assert result.exit_code == 0 and "p0001" in result.output, result.output
+
+
+def test_without_a_terminal_a_tournament_prints_a_status_line_between_events(tmp_path, capsys):
+    config = load_tournament_config(_yaml(tmp_path, algos={"ppo": 1}, steps=2048))
+    pod = SimpleNamespace(id="p0007", algo="ppo", run_dir=str(tmp_path / "nowhere"))
+    entry = SimpleNamespace(score_mean=123.4, pod_id="p0003")
+    board = SimpleNamespace(pods=lambda *states: [pod], entries=lambda: [entry])
+    view = PoolView(config, live=False, status_every=0.0)
+    view.update(board, elapsed=42.0, capacity=2)
+    out = capsys.readouterr().out
+    assert "42 s: 1 running (p0007 ppo -)" in out and "best on the leaderboard 123.4 (p0003)" in out
 
 
 def test_bad_tournament_input_exits_with_a_clear_message(tmp_path):
     bad = _yaml(tmp_path, algos={"ppo": 1, "a2c": 1}, seconds=10)
     result = runner.invoke(app, ["tournament", bad, "--run-dir", str(tmp_path / "r1")])
     assert result.exit_code == 2 and "a2c" in result.output
+
+    noise = {"ranges": {"td3": {"exploration_noise": [-0.5, 0.5]}}}
+    bad = _yaml(tmp_path, env="Pendulum-v1", algos={"td3": 1}, steps=256, generator=noise)
+    result = runner.invoke(app, ["tournament", bad, "--backend", "inline", "--run-dir", str(tmp_path / "r0")], env=WIDE)
+    assert result.exit_code == 2 and "exploration_noise" in result.output and "-0.5" in result.output, result.output
+    assert not (tmp_path / "r0").exists()
 
     ok = _yaml(tmp_path, seconds=10)
     url = "postgresql://podium:pw@127.0.0.1:9/nowhere"
@@ -71,14 +115,24 @@ def test_backtest_of_a_trading_tournament_uses_the_leaderboards_best(tmp_path):
     config = tmp_path / "trade.yaml"
     pod = {"steps": 256, "eval_every": 256, "eval_episodes": 2, "tensorboard": False, "num_envs": 8}
     env_kwargs = {"period": ["2015-10-01", "2015-12-31"], "max_episode_steps": 20}
+    after = {"start": "2016-01-04", "end": "2016-01-29", "top_k": 3}  # the config's own backtest, announced
     config.write_text(
         yaml.safe_dump(
-            {"env": "StockTrading-v0", "env_kwargs": env_kwargs, "algos": {"ppo": 1}, "pod": pod, "steps": 512}
+            {
+                "env": "StockTrading-v0",
+                "env_kwargs": env_kwargs,
+                "algos": {"ppo": 1},
+                "pod": pod,
+                "steps": 512,
+                "backtest": after,
+            }
         )
     )
     run_dir = tmp_path / "run"
-    result = runner.invoke(app, ["tournament", str(config), "--backend", "inline", "--run-dir", str(run_dir)])
+    result = runner.invoke(app, ["tournament", str(config), "--backend", "inline", "--run-dir", str(run_dir)], env=WIDE)
     assert result.exit_code == 0, result.output
+    assert re.search(r"backtest of the best [23] policies on 2016-01-04\.\.2016-01-29", result.output), result.output
+    assert "podium backtest" in result.output  # the next command, with the run directory
     out = tmp_path / "bt"
     args = ["backtest", str(run_dir), "--start", "2016-01-04", "--end", "2016-03-31", "--top-k", "2", "--out", str(out)]
     result = runner.invoke(app, args, env=WIDE)
@@ -86,5 +140,13 @@ def test_backtest_of_a_trading_tournament_uses_the_leaderboards_best(tmp_path):
     assert "ensemble of 2" in result.output and "DIA" in result.output
     daily = list(csv.DictReader((out / "backtest.csv").open()))
     assert daily[0]["date"] == "2016-01-04" and daily[-1]["date"] == "2016-03-31"
-    result = runner.invoke(app, [*args[:-4], "--top-k", "5"], env=WIDE)
-    assert result.exit_code == 2 and "top_k=5" in result.output
+    # --top-k beyond the leaderboard: what there is, with a warning
+    result = runner.invoke(app, [*args[:-4], "--top-k", "5", "--out", str(tmp_path / "bt5")], env=WIDE)
+    assert result.exit_code == 0, result.output
+    held = re.search(r"warning: top_k=5 asked for, but .*: its leaderboard holds ([23]);", result.output)
+    assert held and f"ensemble of {held.group(1)}" in result.output, result.output
+    # dates written with slashes name one directory, not three
+    result = runner.invoke(app, ["backtest", str(run_dir), "--start", "2016/01/04", "--end", "2016/02/26"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert (run_dir / "backtest_2016-01-04_2016-02-26" / "backtest.csv").is_file()
+    assert not (run_dir / "backtest_2016").exists()
