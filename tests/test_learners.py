@@ -18,7 +18,7 @@ from podium.algos import get_algo
 from podium.config import PodSpec
 from podium.envs import make
 from podium.pod import Pod
-from podium.pod.learner import FusionGroup, average_agents, fusable_tensors
+from podium.pod.learner import FusionGroup, average_agents, fusable_tensors, step_counters
 from podium.pod.pod import LearnerError
 from podium.pod.worker import Worker
 
@@ -47,7 +47,7 @@ def _fuse_in_child(algo: str, rank: int, store: str, out: str) -> None:
     agent = _agent(algo, seed=rank)
     group = FusionGroup(store, rank, 2)
     asked = group.fuse(agent, stop=rank == 1)
-    torch.save({"tensors": fusable_tensors(agent), "asked": asked}, out)
+    torch.save({"tensors": fusable_tensors(agent), "steps": step_counters(agent), "asked": asked}, out)
     group.close()
     os._exit(0)
 
@@ -76,6 +76,8 @@ def test_after_a_fusion_every_learner_holds_exactly_the_average(tmp_path, algo):
         assert len(result["tensors"]) == len(reference)
         for got, want in zip(result["tensors"], reference, strict=True):
             torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+        for got, want in zip(result["steps"], step_counters(expected[0]), strict=True):
+            assert torch.equal(got, want)  # learner 0's step counts
 
 
 def test_fusion_covers_moments_and_normalisers_but_not_step_counts():
@@ -90,10 +92,13 @@ def test_fusion_covers_moments_and_normalisers_but_not_step_counts():
 
 @pytest.mark.parametrize(
     ("algo", "steps", "threshold"),
-    [("ppo", 61_440, -700.0), ("sac", 12_000, -700.0)],
+    [("ppo", 61_440, -700.0), ("sac", 16_000, -500.0)],
 )
 def test_a_pod_with_two_learners_learns_pendulum(tmp_path, algo, steps, threshold):
-    report = podium.train("Pendulum-v1", algo, steps=steps, learners=2, run_dir=tmp_path, seed=0, **FAST)
+    # (seeds 0-2 measured: PPO ends at -173..-205 from about -1,200; SAC at -110..-175 from about -1,600)
+    report = podium.train(
+        "Pendulum-v1", algo, steps=steps, learners=2, run_dir=tmp_path, seed=0, eval_every=steps // 4, **FAST
+    )
     assert report.steps >= steps
     first = report.curve[0]["eval_mean"] if len(report.curve) > 1 else -1600.0
     assert report.last_mean > threshold and report.last_mean > first + 200

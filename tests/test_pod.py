@@ -50,13 +50,59 @@ def test_ppo_solves_cartpole_and_writes_its_outputs(tmp_path):
     assert mean >= 475
 
 
-def test_ppo_continuous_with_normalisation_runs_and_stays_in_bounds(tmp_path):
+def test_ppo_continuous_with_normalisation_keeps_the_statistics_of_what_it_saw(tmp_path):
+    """The running observation and reward statistics are those of the data training saw; they are saved and
+    restored with the checkpoint, and the loaded policy acts exactly as the trained agent."""
     hp = {"normalize_obs": True, "normalize_reward": True, "clip_vloss": True, "anneal_lr": True}
-    report = podium.train("Pendulum-v1", "ppo", steps=3000, run_dir=tmp_path, hparams=hp, **FAST)
+    # short episodes, so that the reward scaler's discounted returns restart several times in the run
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=3000, hparams=hp, env_kwargs={"max_episode_steps": 24}, **FAST)
+    pod = Pod(spec, tmp_path)
+    agent = pod.agent
+    seen_obs, seen_rewards, seen_dones = [], [], []
+    explore, record = agent.explore, agent.record
+
+    def spy_explore(obs):
+        seen_obs.append(obs.clone())
+        return explore(obs)
+
+    def spy_record(buffer, obs, actions, extras, reward, next_obs, terminated, truncated, final_obs):
+        seen_rewards.append(reward.clone())
+        seen_dones.append(terminated | truncated)
+        record(buffer, obs, actions, extras, reward, next_obs, terminated, truncated, final_obs)
+
+    agent.explore, agent.record = spy_explore, spy_record
+    report = pod.run()
     assert report.steps >= 3000 and math.isfinite(report.last_mean)
-    policy = podium.load(tmp_path)
-    actions = policy.act(torch.randn(64, 3) * 5)
-    assert actions.shape == (64, 1) and actions.abs().max() <= 2.0
+    # observations: mean and (population) variance of every observation the worker explored from
+    seen = torch.cat(seen_obs).double()
+    assert agent.obs_rms.count.item() == pytest.approx(len(seen))
+    torch.testing.assert_close(agent.obs_rms.mean, seen.mean(0), rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(agent.obs_rms.var, seen.var(0, unbiased=False), rtol=1e-6, atol=1e-9)
+    # rewards: statistics of each sub-env's running discounted return, reset where an episode ended
+    gamma, ret, returns = agent.config.gamma, torch.zeros(agent.num_envs, dtype=torch.float64), []
+    for reward, done in zip(seen_rewards, seen_dones, strict=True):
+        ret = gamma * ret + reward.double()
+        returns.append(ret)
+        ret = ret.masked_fill(done, 0.0)
+    returns = torch.cat(returns)
+    assert torch.stack(seen_dones).sum() >= 2 * agent.num_envs
+    stats = agent.reward_scaler.stats
+    assert stats.count.item() == pytest.approx(len(returns))
+    torch.testing.assert_close(stats.mean, returns.mean(), rtol=1e-6, atol=1e-9)
+    torch.testing.assert_close(stats.var, returns.var(unbiased=False), rtol=1e-6, atol=1e-9)
+    # the checkpoint holds the same statistics, and the loaded policy acts as the trained agent
+    loaded = podium.load(tmp_path / "checkpoints" / "last.pt").agent
+    for name in ("obs_rms", "reward_scaler.stats"):
+        got, want = loaded.obs_rms, agent.obs_rms
+        if name == "reward_scaler.stats":
+            got, want = loaded.reward_scaler.stats, agent.reward_scaler.stats
+        for key in ("mean", "var", "count"):  # the count too: training resumes with the statistics' weight
+            assert torch.equal(getattr(got, key), getattr(want, key)), f"{name}.{key}"
+    obs = torch.randn(64, 3) * 5
+    assert torch.equal(loaded.act(obs), agent.act(obs))
+    loaded.obs_rms.mean.zero_()
+    loaded.obs_rms.var.fill_(1.0)
+    assert not torch.equal(loaded.act(obs), agent.act(obs))  # so the statistics matter to those actions
 
 
 def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
@@ -262,32 +308,81 @@ def test_killed_training_resumes_without_losing_steps(tmp_path):
     assert float(rows[-1]["wall_time"]) > float(rows_before[-1]["wall_time"])
 
 
-def test_parameter_fusion_averages_networks_and_optimizer_moments():
-    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=10)
-    env = podium.envs.make("Pendulum-v1", num_envs=2) if hasattr(podium, "envs") else None
+@pytest.mark.parametrize(
+    ("algo", "updates"),
+    [
+        ("ppo", (2, 2, 2)),
+        pytest.param("sac", (2, 2, 2), id="sac-log_alpha-moments"),  # a 0-dim parameter's moments are fused
+        pytest.param("ppo", (3, 1, 2), id="ppo-unequal-steps"),  # the first agent's step count for all
+    ],
+)
+def test_parameter_fusion_averages_networks_and_optimizer_moments(algo, updates):
+    """Every floating parameter and buffer of every module (networks, log_std, normalisers, target critics,
+    log_alpha) and every Adam moment of every optimiser becomes the agents' mean; Adam's step is the first's,
+    also when the agents took different numbers of steps (PPO's target_kl stops learners' epochs early)."""
     from podium.envs import make
 
     env = make("Pendulum-v1", num_envs=2)
+    spec = PodSpec(env="Pendulum-v1", algo=algo, steps=10)
     agents = []
-    for seed in (0, 1):
+    for seed, count in enumerate(updates):  # three agents, so that "the mean of the first two" is wrong
         torch.manual_seed(seed)
-        agents.append(build_agent(spec, env.single_observation_space, env.single_action_space, 2, torch.device("cpu")))
-    for agent in agents:  # one real update each so that Adam has moments
-        batch = {
-            "obs": torch.randn(16, 3),
-            "actions": torch.randn(16, 1),
-            "logprobs": torch.randn(16),
-            "values": torch.randn(16),
-            "advantages": torch.randn(16),
-            "returns": torch.randn(16),
+        agent = build_agent(spec, env.single_observation_space, env.single_action_space, 2, torch.device("cpu"))
+        agent.generator.manual_seed(seed)
+        if algo == "ppo":  # normaliser statistics (and counts) differ between the agents too
+            agent.obs_rms.update(torch.randn(8 + seed, 3) * (seed + 1))
+            for _ in range(seed + 1):
+                agent.reward_scaler.scale(torch.randn(2), torch.tensor([False, seed == 1]))
+        for _ in range(count):  # real updates so that every optimiser has moments
+            batch = {"obs": torch.randn(16, 3), "actions": torch.rand(16, 1) * 2 - 1}
+            if algo == "ppo":
+                batch |= {k: torch.randn(16) for k in ("logprobs", "values", "advantages", "returns")}
+            else:
+                batch |= {"rewards": torch.randn(16), "next_obs": torch.randn(16, 3), "terminated": torch.zeros(16)}
+            agent.update(batch)
+        agents.append(agent)
+
+    def optimiser_states(agent):
+        return {
+            (name, g, i): {k: v.clone() for k, v in opt.state[p].items()}
+            for name, opt in agent.optimizers().items()
+            for g, group in enumerate(opt.param_groups)
+            for i, p in enumerate(group["params"])
         }
-        agent.update(batch)
-    w0, w1 = (a.actor[0].weight.detach().clone() for a in agents)
-    m0, m1 = (a.optimizer.state[a.actor[0].weight]["exp_avg"].clone() for a in agents)
+
+    modules = [{n: {k: v.clone() for k, v in m.state_dict().items()} for n, m in a.modules().items()} for a in agents]
+    moments = [optimiser_states(a) for a in agents]
     average_agents(agents)
-    for agent in agents:
-        torch.testing.assert_close(agent.actor[0].weight, (w0 + w1) / 2)
-        torch.testing.assert_close(agent.optimizer.state[agent.actor[0].weight]["exp_avg"], (m0 + m1) / 2)
+
+    names = list(modules[0])
+    assert set(names) >= (
+        {"actor", "critic", "log_std", "obs_rms", "reward_scaler"} if algo == "ppo" else {"log_alpha"}
+    )
+    checked = 0
+    for name in names:
+        for key, first in modules[0][name].items():
+            before = [m[name][key] for m in modules]
+            assert first.is_floating_point(), f"{name}.{key}"  # (no integer state in these modules)
+            assert not torch.equal(before[0], before[1]), f"{name}.{key} was equal before fusion: a weak test"
+            mean = torch.stack(before).mean(0)
+            for agent in agents:
+                torch.testing.assert_close(agent.modules()[name].state_dict()[key], mean, msg=f"{name}.{key}")
+            checked += 1
+    assert checked == sum(len(m) for m in modules[0].values())
+    after = [optimiser_states(a) for a in agents]
+    params = sum(len(g["params"]) for opt in agents[0].optimizers().values() for g in opt.param_groups)
+    assert len(moments[0]) == params  # every trained tensor of every optimiser (SAC: two, one with two groups)
+    for slot, first in moments[0].items():
+        assert set(first) == {"step", "exp_avg", "exp_avg_sq"}, slot
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert not torch.equal(first[key], moments[1][slot][key]), f"{slot} {key} was equal before fusion"
+            mean = torch.stack([m[slot][key] for m in moments]).mean(0)
+            for state in after:
+                torch.testing.assert_close(state[slot][key], mean, msg=f"{slot} {key}")
+        for state in after:
+            assert torch.equal(state[slot]["step"], first["step"]), f"{slot} step"
+    obs = torch.randn(32, 3)
+    assert all(torch.equal(a.act(obs), agents[0].act(obs)) for a in agents[1:])  # one policy now
 
 
 def test_algorithm_registry_suggests_names():

@@ -36,31 +36,50 @@ __all__ = ["FusionGroup", "Learner", "average_agents", "fusable_tensors"]
 def fusable_tensors(agent: Agent) -> list[torch.Tensor]:
     """The tensors that fusion averages, in a fixed order (the same on every learner of one algorithm):
     every floating tensor of the modules (0-dim ones too: normaliser counts, SAC's ``log_alpha``), then
-    every floating optimiser state tensor with a shape (moments; not the 0-dim step counts)."""
+    every floating optimiser state tensor except the step counts (Adam's moments, also those of 0-dim
+    parameters such as ``log_alpha``)."""
     out = [v for m in agent.modules().values() for v in m.state_dict().values() if v.is_floating_point()]
-    for optimizer in agent.optimizers().values():
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                state = optimizer.state.get(param, {})
-                out += [v for _, v in sorted(state.items()) if torch.is_tensor(v) and v.is_floating_point() and v.dim()]
+    for state in _optimiser_states(agent):
+        out += [v for k, v in sorted(state.items()) if k != "step" and torch.is_tensor(v) and v.is_floating_point()]
     return out
+
+
+def step_counters(agent: Agent) -> list[torch.Tensor]:
+    """Each optimised tensor's step count (Adam's bias correction), in the same fixed order. Fusion does
+    not average them: every learner takes learner 0's (the first agent's), also when the learners took
+    different numbers of steps (PPO's ``target_kl`` ends epochs early)."""
+    return [s["step"] for s in _optimiser_states(agent) if torch.is_tensor(s.get("step"))]
+
+
+def _optimiser_states(agent: Agent) -> list[dict[str, Any]]:
+    return [
+        optimizer.state.get(param, {})
+        for optimizer in agent.optimizers().values()
+        for group in optimizer.param_groups
+        for param in group["params"]
+    ]
 
 
 @torch.no_grad()
 def average_agents(agents: Sequence[Agent]) -> None:
-    """Replace every agent's fusable tensors (see the module docstring) by their element-wise mean.
+    """Replace every agent's fusable tensors (see :func:`fusable_tensors`) by their element-wise mean and
+    its step counts by the first agent's.
 
     All agents must be of one algorithm and architecture, with the same optimiser state layout.
     """
     if len(agents) < 2:
         return
     columns = [fusable_tensors(a) for a in agents]
-    if len({len(c) for c in columns}) != 1:
+    steps = [step_counters(a) for a in agents]
+    if len({len(c) for c in columns}) != 1 or len({len(c) for c in steps}) != 1:
         raise ValueError("agents to fuse differ in their state (another algorithm, or optimisers not yet stepped)")
     for tensors in zip(*columns, strict=True):
         mean = torch.stack([t.to(tensors[0].device) for t in tensors]).mean(0)
         for t in tensors:
             t.copy_(mean)
+    for counters in zip(*steps, strict=True):
+        for t in counters[1:]:
+            t.copy_(counters[0])
 
 
 class FusionGroup:
@@ -94,7 +113,16 @@ class FusionGroup:
         by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
         for t in tensors:
             by_dtype.setdefault(t.dtype, []).append(t)
-        flag = torch.tensor([1.0 if stop else 0.0], device=tensors[0].device if tensors else "cpu")
+        device = tensors[0].device if tensors else torch.device("cpu")
+        flag = torch.tensor([1.0 if stop else 0.0], device=device)
+        counters = step_counters(agent)
+        if counters:  # learner 0's step counts for everyone: a sum to which only learner 0 contributes
+            steps = torch.stack([c.detach().reshape(()).double().cpu() for c in counters])
+            if self.rank != 0:
+                steps.zero_()
+            dist.all_reduce(steps, group=self.group)
+            for c, value in zip(counters, steps, strict=True):
+                c.copy_(value.to(c.dtype))
         requested = False
         for i, (dtype, group) in enumerate(sorted(by_dtype.items(), key=lambda kv: str(kv[0]))):
             flat = torch.cat([t.reshape(-1) for t in group] + ([flag.to(dtype)] if i == 0 else []))
