@@ -63,14 +63,75 @@ def test_adapter_matches_gymnasium_cartpole_exactly():
         np.testing.assert_array_equal(obs[0].numpy(), ref_obs)
 
 
-def test_async_vectorization_runs_subprocesses():
-    env = GymVecEnv("Pendulum-v1", num_envs=2, vectorization="async")
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_adapter_matches_gymnasium_over_many_episodes_that_end_at_different_steps(vectorization):
+    """Copy i is gymnasium's own env seeded with seed + i, stepped by hand and reset (unseeded) when its
+    episode ends: final_obs, the next episode's first obs and the episode statistics all agree."""
+    n, seed, limit = 3, 11, 25
+    actions = np.random.default_rng(0).integers(0, 2, size=(150, n))
+    env = GymVecEnv("CartPole-v1", num_envs=n, vectorization=vectorization, max_episode_steps=limit)
+    refs = [gym.make("CartPole-v1", max_episode_steps=limit) for _ in range(n)]
     try:
-        obs, _ = env.reset(seed=0)
-        obs, reward, *_ = env.step(torch.zeros(2, 1))
-        assert obs.shape == (2, 3) and reward.shape == (2,)
+        obs, _ = env.reset(seed=seed)
+        expected = np.stack([ref.reset(seed=seed + i)[0] for i, ref in enumerate(refs)]).astype(np.float32)
+        np.testing.assert_array_equal(obs.numpy(), expected)
+        returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
+        ends = {"terminated": np.zeros(n, dtype=int), "truncated": np.zeros(n, dtype=int)}
+        end_steps: list[set[int]] = [set() for _ in range(n)]
+        for t, action in enumerate(actions):
+            obs, reward, terminated, truncated, info = env.step(torch.as_tensor(action))
+            for i, ref in enumerate(refs):
+                ref_obs, ref_r, ref_term, ref_trunc, _ = ref.step(int(action[i]))
+                returns[i] += ref_r
+                lengths[i] += 1
+                done = ref_term or ref_trunc
+                where = f"copy {i}, step {t}"
+                assert float(reward[i]) == ref_r, where
+                assert bool(terminated[i]) == ref_term, where
+                assert bool(truncated[i]) == (ref_trunc and not ref_term), where  # termination wins
+                for key in ("_final_obs", "_episode_return", "_episode_length"):
+                    assert bool(info[key][i]) == done, f"{key}, {where}"
+                np.testing.assert_array_equal(info["final_obs"][i].numpy(), ref_obs.astype(np.float32), where)
+                if done:
+                    assert float(info["episode_return"][i]) == returns[i], where
+                    assert int(info["episode_length"][i]) == lengths[i], where
+                    ends["terminated" if ref_term else "truncated"][i] += 1
+                    end_steps[i].add(t)
+                    returns[i], lengths[i] = 0.0, 0
+                    ref_obs, _ = ref.reset()  # same-step auto-reset: obs is the next episode's first one
+                np.testing.assert_array_equal(obs[i].numpy(), ref_obs.astype(np.float32), where)
     finally:
         env.close()
+    # the comparison covered what it claims: several terminated and truncated episodes per copy, not in step
+    assert (ends["terminated"] >= 2).all() and ends["truncated"].sum() >= 2
+    assert len({frozenset(s) for s in end_steps}) == n
+
+
+def _rollout(env: GymVecEnv, actions: np.ndarray, seed: int) -> list[tuple]:
+    """Every tensor the adapter returns (and the episode statistics in ``info``), step by step."""
+    out = [tuple(env.reset(seed=seed)[:1])]
+    for a in actions:
+        obs, reward, terminated, truncated, info = env.step(torch.as_tensor(a))
+        stats = [info[k] for k in ("final_obs", "_final_obs", "episode_return", "_episode_return")]
+        out.append((obs, reward, terminated, truncated, *stats, info["episode_length"], info["_episode_length"]))
+    return out
+
+
+def test_async_vectorization_gives_the_same_tensors_as_sync():
+    """Subprocess copies see the same seeds and actions as in-process ones: identical results, resets included."""
+    actions = np.random.default_rng(1).integers(0, 2, size=(120, 3))
+    sync = GymVecEnv("CartPole-v1", num_envs=3, vectorization="sync", max_episode_steps=25)
+    env = GymVecEnv("CartPole-v1", num_envs=3, vectorization="async", max_episode_steps=25)
+    try:
+        assert env.vectorization == "async"
+        got, want = _rollout(env, actions, seed=5), _rollout(sync, actions, seed=5)
+    finally:
+        env.close()
+        sync.close()
+    assert sum(int(step[2].sum() + step[3].sum()) for step in want[1:]) >= 10  # several episodes per copy
+    for t, (a, b) in enumerate(zip(got, want, strict=True)):
+        for x, y in zip(a, b, strict=True):
+            assert x.dtype == y.dtype and torch.equal(x, y), f"step {t}"
 
 
 def test_unsupported_spaces_are_refused_with_a_fix():

@@ -8,9 +8,11 @@ database can hold many tournaments; every row carries its tournament's name. Fou
                  orchestrator process that runs it — two orchestrators never run one tournament).
 ``pods``         every pod ever started: parent, algorithm, hyperparameters, seed, status
                  (queued, running, finished, failed, preempted, stopped), result, checkpoint.
-``leaderboard``  the top-K entries: pod id, parent id, algorithm, hyperparameters, env, score mean/std,
-                 steps (this pod / along its lineage), wall time, checkpoint, created time.
-``history``      everything the updater received, in order, and what it decided.
+``leaderboard``  the top-K entries, at most one per pod (its best result; see :meth:`Leaderboard.offer`):
+                 pod id, parent id, algorithm, hyperparameters, env, score mean/std, steps (this pod /
+                 along its lineage), wall time, checkpoint, created time.
+``history``      everything the updater received, in order, and what it decided (entered, rejected,
+                 kept: the pod's earlier, better entry stays; failed).
 
 Writes that must not interleave (offering an entry, claiming a tournament) run in one transaction that
 holds the database's write lock (``BEGIN IMMEDIATE`` on SQLite, a row lock on PostgreSQL).
@@ -22,7 +24,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -374,24 +376,46 @@ class Leaderboard:
         ranked = sorted(rows, key=_rank_key)
         return [_entry(r, rank) for rank, r in enumerate(ranked, start=1)]
 
-    def offer(self, entry: Entry, size: int) -> tuple[int | None, list[Entry]]:
+    def offer(
+        self, entry: Entry, size: int, still_holds: Callable[[Entry], bool] | None = None
+    ) -> tuple[int | None, list[Entry]]:
         """Insert ``entry`` if it makes the top ``size``; returns (its rank or None, entries that fell off).
 
-        One transaction under the write lock: concurrent offers never lose or duplicate entries.
+        A pod id is one entry, and it holds the pod's best result. A pod that reports again (resumed after
+        preemption, or collected twice) replaces its entry when the new result ranks better (higher mean, or
+        the same mean with a lower std). A result that does not rank better leaves the earlier entry as it
+        is (rank None) — unless ``still_holds(earlier)`` is False: a resumed pod writes to the same
+        checkpoint files, and one that overwrote the earlier result's checkpoint with a weaker policy (a
+        pod restarted from scratch does) leaves an entry whose checkpoint cannot deliver its score. The
+        better policy then exists nowhere any more, so the earlier entry leaves the board and the new result
+        competes for a place like any other offer.
+
+        One transaction under the write lock: concurrent offers never lose or duplicate entries, and the
+        board never holds more than ``size`` of them.
         """
         values = {k: v for k, v in entry.to_dict().items() if k != "rank"}
+        new = {**values, "tournament": self.name}
         with self._write() as conn:
             rows = [dict(r) for r in conn.execute(sa.select(_board).where(_board.c.tournament == self.name)).mappings()]
-            rows = [r for r in rows if r["pod_id"] != entry.pod_id]
-            ranked = sorted([*rows, {**values, "tournament": self.name}], key=_rank_key)
-            kept, dropped = ranked[:size], ranked[size:]
-            rank = next((i for i, r in enumerate(kept, start=1) if r["pod_id"] == entry.pod_id), None)
-            if rank is not None:
+            earlier = next((r for r in rows if r["pod_id"] == entry.pod_id), None)
+            at_least_as_good = earlier is not None and _score_key(earlier) <= _score_key(new)
+            if at_least_as_good and (still_holds is None or still_holds(_entry(earlier, 0))):
+                return None, []  # the pod's earlier, better result stays
+            others = [r for r in rows if r["pod_id"] != entry.pod_id]
+            ranked = sorted([*others, new], key=_rank_key)
+            rank = next((i for i, r in enumerate(ranked[:size], start=1) if r is new), None)
+            gone = [r for r in ranked[size:] if r is not new]
+            if earlier is not None:
                 conn.execute(sa.delete(_board).where(_board.c.tournament == self.name, _board.c.pod_id == entry.pod_id))
+                if rank is None:  # neither of the pod's results stays on the board
+                    gone.append(earlier)
+            if rank is not None:
                 conn.execute(sa.insert(_board).values(tournament=self.name, **values))
-            gone = [r for r in dropped if r["pod_id"] != entry.pod_id]
             for r in gone:
-                conn.execute(sa.delete(_board).where(_board.c.tournament == self.name, _board.c.pod_id == r["pod_id"]))
+                if r is not earlier:
+                    conn.execute(
+                        sa.delete(_board).where(_board.c.tournament == self.name, _board.c.pod_id == r["pod_id"])
+                    )
         return rank, [_entry(r, 0) for r in gone]
 
     # ----------------------------------------------------------------- history
@@ -410,8 +434,13 @@ class Leaderboard:
             return [dict(r) for r in rows]
 
 
+def _score_key(row: Any) -> tuple[float, float]:
+    """Smaller is better: higher evaluation mean, then lower std."""
+    return (-row["score_mean"], row["score_std"])
+
+
 def _rank_key(row: Any) -> tuple[float, float, float]:
-    return (-row["score_mean"], row["score_std"], row["created"])
+    return (*_score_key(row), row["created"])
 
 
 def _entry(row: Any, rank: int) -> Entry:

@@ -4,7 +4,12 @@ the history.
 * A finished pod becomes a candidate entry: its best evaluation (mean, std), its steps and those of its
   ancestors, and its best checkpoint. It enters if it ranks in the top ``leaderboard_size`` by
   evaluation mean (ties: lower std, then earlier). Entries pushed below the cut leave the leaderboard.
-* Every result — entered, rejected or failed — is appended to the history table.
+* A pod id is one entry, holding the pod's best result: a pod that reports again (resumed after
+  preemption) replaces its entry only with a better result; a worse one is recorded as ``kept`` and the
+  earlier entry stays — unless that entry's checkpoint no longer holds the policy that earned it (the
+  resumed pod overwrote it with a weaker one), in which case the new result takes its place on its own merit.
+  An entry's checkpoint is checked through the score a pod's best checkpoint records when it is saved.
+* Every result — entered, rejected, kept or failed — is appended to the history table.
 * Checkpoints of pods that are neither on the leaderboard nor the starting point of a pod still in the
   pool are deleted (curves, logs and any snapshots stay), so a long tournament does not fill the disk.
 """
@@ -16,9 +21,10 @@ from typing import Any
 
 from podium.pod import PodReport
 from podium.rundir import PodDir
+from podium.store import CheckpointError, load_checkpoint
 from podium.tournament.leaderboard import ACTIVE, Entry, Leaderboard, PodRecord
 
-__all__ = ["Updater"]
+__all__ = ["Updater", "checkpoint_holds"]
 
 
 class Updater:
@@ -28,7 +34,7 @@ class Updater:
         self.board, self.size = board, size
 
     def offer(self, pod: PodRecord, report: PodReport, elapsed: float) -> int | None:
-        """Record ``pod``'s ``report``; returns its leaderboard rank (1 = best) or None if it did not enter.
+        """Record ``pod``'s ``report``; returns the pod's leaderboard rank (1 = best) or None if it is not on it.
 
         ``elapsed``: seconds since the tournament started (for the history).
         """
@@ -50,6 +56,10 @@ class Updater:
             checkpoint=report.checkpoint,
             created=time.time(),
         )
+        # offered before the pod is marked finished: an orchestrator killed in between leaves the pod "running",
+        # and the next one collects its report again (the same result offered twice changes nothing) instead
+        # of losing it
+        rank, _dropped = self.board.offer(entry, self.size, still_holds=checkpoint_holds)
         self.board.update_pod(
             pod.id,
             status="finished",
@@ -62,11 +72,14 @@ class Updater:
             checkpoint=entry.checkpoint,
             error=None,
         )
-        rank, _dropped = self.board.offer(entry, self.size)
+        outcome = "entered"
+        if rank is None:
+            mine = next((e for e in self.board.entries() if e.pod_id == pod.id), None)
+            outcome, rank = ("kept", mine.rank) if mine is not None else ("rejected", None)
         self.board.record(
             pod_id=pod.id,
             elapsed=elapsed,
-            outcome="entered" if rank is not None else "rejected",
+            outcome=outcome,
             rank=rank,
             algo=pod.algo,
             score_mean=entry.score_mean,
@@ -100,6 +113,17 @@ class Updater:
             self.board.update_pod(pod.id, pruned=True)
             pruned.append(pod.id)
         return pruned
+
+
+def checkpoint_holds(entry: Entry) -> bool:
+    """Whether ``entry.checkpoint`` still holds the policy that earned ``entry``'s score: a pod's best
+    checkpoint records the score (``best_mean``, ``best_std``) it was saved for. False when the file is gone,
+    unreadable or records another score (the pod overwrote it since)."""
+    try:
+        counters = load_checkpoint(entry.checkpoint)["counters"]
+        return (float(counters["best_mean"]), float(counters["best_std"])) == (entry.score_mean, entry.score_std)
+    except (CheckpointError, KeyError, TypeError, ValueError):
+        return False
 
 
 def _jsonable(value: Any) -> Any:

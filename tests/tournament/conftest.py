@@ -1,5 +1,8 @@
 """Fixtures for the tournament tests: a real PostgreSQL server, started here on 127.0.0.1.
 
+Also two checks shared by the tournament tests that kill and resume tournaments (as fixtures, since test
+modules do not import each other): the leaderboard a tournament's history implies, and exact step totals.
+
 The server binaries come from Debian's ``postgresql`` package, which ``make test`` installs when it is
 missing (``scripts/ensure-postgres.sh``). The server lives in a temporary directory, listens on
 127.0.0.1 only, trusts local connections and is stopped at the end of the session. Set
@@ -8,6 +11,7 @@ missing (``scripts/ensure-postgres.sh``). The server lives in a temporary direct
 
 from __future__ import annotations
 
+import csv
 import glob
 import os
 import pwd
@@ -15,7 +19,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -84,3 +88,46 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     from podium.tournament.leaderboard import database_url
 
     return database_url(request.getfixturevalue("postgres_url"), tmp_path)
+
+
+def _board_from_history(history: list[dict], size: int) -> list[tuple[str, float]]:
+    """The leaderboard a tournament's history implies: each pod's best result (higher mean, then lower std,
+    then earlier), the top ``size`` of them, best first, as (pod id, mean)."""
+    best: dict[str, tuple[float, float, int]] = {}
+    for h in history:
+        if h["outcome"] in ("entered", "rejected", "kept"):
+            key = (-h["score_mean"], h["score_std"], h["id"])
+            if h["pod_id"] not in best or key[:2] < best[h["pod_id"]][:2]:
+                best[h["pod_id"]] = key
+    return [(pod_id, -key[0]) for pod_id, key in sorted(best.items(), key=lambda kv: kv[1])[:size]]
+
+
+def _assert_steps_counted_once(board, total_steps: int) -> None:
+    """Every finished pod's steps are what its ``report.json`` says, it was collected once, and the tournament's
+    total is the sum of what its pods report (finished: ``report.json``; the others: their last curve row)."""
+    from podium.tournament.backends import read_report
+
+    finished = {p.id: p for p in board.pods("finished")}
+    reported = {pod_id: read_report(Path(p.run_dir)).steps for pod_id, p in finished.items()}
+    assert {pod_id: p.steps for pod_id, p in finished.items()} == reported
+    collected = sorted((h["pod_id"], h["steps"]) for h in board.history() if h["outcome"] != "failed")
+    assert collected == sorted(reported.items())  # one result per pod: none collected twice
+    unfinished = 0
+    for p in board.pods():
+        curve = Path(p.run_dir) / "curve.csv"
+        if p.status != "finished" and curve.exists():
+            rows = list(csv.DictReader(curve.open()))
+            unfinished += int(float(rows[-1]["step"])) if rows else 0
+    assert total_steps == sum(reported.values()) + unfinished
+
+
+@pytest.fixture
+def board_from_history() -> Callable[[list[dict], int], list[tuple[str, float]]]:
+    """``board_from_history(history, size)``: the leaderboard the history implies (see above)."""
+    return _board_from_history
+
+
+@pytest.fixture
+def assert_steps_counted_once() -> Callable[..., None]:
+    """``assert_steps_counted_once(board, total_steps)``: exact step totals, each pod collected once."""
+    return _assert_steps_counted_once

@@ -127,15 +127,36 @@ def test_pods_that_crash_at_start_stop_the_tournament_with_the_reason(tmp_path):
     assert "simulated crash at start" in (Path(board.pods()[0].run_dir) / "error.txt").read_text()
 
 
-def test_resume_extends_a_finished_tournament_and_keeps_its_leaderboard(tmp_path):
-    first = tournament(run_dir=tmp_path / "run", progress=False, steps=3 * 2048, **_config())
-    before = {e.pod_id: e.score_mean for e in first.entries}
+def test_resume_extends_a_finished_tournament_and_keeps_its_leaderboard(
+    tmp_path, board_from_history, assert_steps_counted_once
+):
+    """Entries stay unless better results displace them (as the history shows); steps are counted exactly once."""
+    first = tournament(run_dir=tmp_path / "run", progress=False, steps=3 * 2048, leaderboard_size=2, **_config())
+    board = open_leaderboard(tmp_path / "run")
+    history_before, pods_before = board.history(), board.pods()
+    assert_steps_counted_once(board, first.total_steps)
+    board.close()
     second = resume_tournament(tmp_path / "run", progress=False, steps=6 * 2048)
+    board = open_leaderboard(tmp_path / "run")
+    history = board.history()
+    assert history[: len(history_before)] == history_before and len(history) > len(history_before)
+    after = [(e.pod_id, e.score_mean) for e in second.entries]
+    assert after == board_from_history(history, 2)  # nothing vanished; displaced entries lost to better ones
+    for entry in first.entries:
+        kept = next((e for e in second.entries if e.pod_id == entry.pod_id), None)
+        if kept is None:
+            assert len(after) == 2 and all(mean >= entry.score_mean for _, mean in after), entry
+        else:
+            assert (kept.score_mean, kept.checkpoint) == (entry.score_mean, entry.checkpoint)
+    assert all(Path(e.checkpoint).is_file() for e in second.entries)
+
+    def state(p):
+        return p.status, p.steps, p.attempts, p.score_mean, p.ended
+
+    assert [state(board.pod(p.id)) for p in pods_before] == [state(p) for p in pods_before]  # not run again
     assert second.total_steps >= 6 * 2048 and second.pods_started > first.pods_started
-    after = {e.pod_id: e.score_mean for e in second.entries}
-    assert min(after.values()) >= min(before.values())
-    for pod_id, score in before.items():  # an entry leaves only for a better one
-        assert after.get(pod_id, score) == score
+    assert_steps_counted_once(board, second.total_steps)
+    board.close()
 
 
 def test_a_run_dir_cannot_hold_two_tournaments_and_resume_needs_one(tmp_path):

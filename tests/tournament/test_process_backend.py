@@ -4,6 +4,7 @@ SIGKILL; the pool follows the CPU affinity of the orchestrator (what ``taskset -
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -82,9 +83,15 @@ def test_a_pod_killed_with_sigkill_is_recorded_as_failed_and_replaced(tmp_path):
     assert "FAILED: the pod process was killed by SIGKILL" in (tmp_path / "orchestrator.log").read_text()
 
 
-def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(tmp_path):
-    pod_steps = 65_536  # long enough (several seconds) that pods are still running when the orchestrator dies
-    proc, run_dir = _start(tmp_path, steps=5 * pod_steps, pod={**POD, "steps": pod_steps}, pool={"max": 2})
+def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(
+    tmp_path, board_from_history, assert_steps_counted_once
+):
+    """Every entry survives the kill (or is displaced by a better result, in the history); every pod's steps are
+    counted exactly once, adopted and resumed ones included."""
+    pod_steps, size = 65_536, 3  # pods long enough (seconds) that some still run when the orchestrator dies
+    proc, run_dir = _start(
+        tmp_path, steps=5 * pod_steps, leaderboard_size=size, pod={**POD, "steps": pod_steps}, pool={"max": 2}
+    )
 
     def entries_and_running():
         if not (run_dir / "tournament.yaml").exists():
@@ -100,7 +107,7 @@ def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(tmp_path)
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     board = open_leaderboard(run_dir)
-    before_entries = {e.pod_id: e for e in board.entries()}
+    before_entries = board.entries()
     before_history = board.history()
     orphans = [p for p in board.pods("running") if p.handle]
     assert orphans and board.info()["status"] == "running"  # it never got to say goodbye
@@ -118,17 +125,27 @@ def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(tmp_path)
     assert info["status"] == "finished" and info["stop_reason"] == "steps"
     history = board.history()
     assert history[: len(before_history)] == before_history  # the history is intact and continues
-    after = {e.pod_id: e for e in board.entries()}
-    worst_after = min(e.score_mean for e in after.values())
-    for pod_id, entry in before_entries.items():  # an entry only leaves for better ones
-        assert pod_id in after or worst_after >= entry.score_mean
-        if pod_id in after:
-            assert after[pod_id].checkpoint == entry.checkpoint and Path(entry.checkpoint).exists()
-    assert sum(p.steps or 0 for p in board.pods("finished")) >= 5 * pod_steps
-    for orphan in orphans:  # adopted (still running at resume) or resumed from its checkpoint
-        assert board.pod(orphan.id).status == "finished", board.pod(orphan.id)
+    after = board.entries()
+    assert [(e.pod_id, e.score_mean) for e in after] == board_from_history(history, size)
+    for entry in before_entries:  # still there, or displaced by better ones
+        kept = next((e for e in after if e.pod_id == entry.pod_id), None)
+        if kept is None:
+            assert len(after) == size and all(e.score_mean >= entry.score_mean for e in after), entry
+        else:
+            assert (kept.score_mean, kept.checkpoint) == (entry.score_mean, entry.checkpoint)
+    assert all(Path(e.checkpoint).is_file() for e in after)
+    finished = board.pods("finished")
+    assert {p.steps for p in finished} == {pod_steps}  # exact: no pod counted its steps before the kill twice
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["total_steps"] >= 5 * pod_steps
+    assert_steps_counted_once(board, report["total_steps"])
+    for orphan in orphans:  # collected (it finished meanwhile), adopted (still running) or resumed: one of them
+        now = board.pod(orphan.id)
+        adopted = f"{orphan.id} {orphan.algo} still running: adopted" in resumed.stdout
+        restarted = f"{orphan.id} {orphan.algo} resumed from its last checkpoint" in resumed.stdout
+        assert not (adopted and restarted), resumed.stdout
+        assert now.status == "finished" and now.attempts == orphan.attempts + restarted, now
         assert not _alive(_pid(orphan))
-    assert "adopted" in resumed.stdout or "resumed from its last checkpoint" in resumed.stdout, resumed.stdout
     assert not board.pods("running", "queued")
 
 

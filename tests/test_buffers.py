@@ -1,0 +1,95 @@
+"""The replay buffer's ring: writes that wrap past the end, oldest-first ``state_dict``, sampling only what was
+written — by example and, for random sequences of batch sizes, against a plain list (hypothesis)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from podium.algos.buffers import ReplayBuffer
+
+CPU = torch.device("cpu")
+
+
+def _batch(first: int, n: int) -> dict[str, torch.Tensor]:
+    """``n`` transitions numbered ``first .. first + n - 1``: every field carries the number."""
+    ids = torch.arange(first, first + n, dtype=torch.float32)
+    return {
+        "obs": torch.stack([ids, -ids], 1),
+        "actions": ids.long(),
+        "rewards": ids * 10,
+        "next_obs": torch.stack([ids + 0.5, -ids], 1),
+        "terminated": (ids.long() % 3 == 0).float(),
+    }
+
+
+def _add(buffer: ReplayBuffer, batch: dict[str, torch.Tensor]) -> None:
+    buffer.add(batch["obs"], batch["actions"], batch["rewards"], batch["next_obs"], batch["terminated"].bool())
+
+
+def _ids(state: dict[str, torch.Tensor]) -> list[int]:
+    """The transition numbers held in a state dict (or a sample), checking every field agrees."""
+    ids = state["obs"][:, 0]
+    assert torch.equal(state["obs"][:, 1], -ids) and torch.equal(state["next_obs"][:, 0], ids + 0.5)
+    assert torch.equal(state["actions"], ids.long()) and torch.equal(state["rewards"], ids * 10)
+    assert torch.equal(state["terminated"], (ids.long() % 3 == 0).float())
+    return [int(i) for i in ids]
+
+
+def test_writes_that_wrap_overwrite_the_oldest_and_state_dict_is_oldest_first():
+    buffer = ReplayBuffer(5, 2, (), torch.long, CPU)
+    _add(buffer, _batch(0, 3))
+    assert (buffer.size, buffer.pos) == (3, 3) and _ids(buffer.state_dict()) == [0, 1, 2]
+    _add(buffer, _batch(3, 3))  # wraps: rows 3, 4, then 0
+    assert (buffer.size, buffer.pos) == (5, 1)
+    assert buffer.obs[:, 0].tolist() == [5, 1, 2, 3, 4]  # the raw ring
+    assert _ids(buffer.state_dict()) == [1, 2, 3, 4, 5]
+    _add(buffer, _batch(6, 5))  # a whole capacity at once, starting mid-ring
+    assert (buffer.size, buffer.pos) == (5, 1)
+    assert buffer.obs[:, 0].tolist() == [10, 6, 7, 8, 9] and _ids(buffer.state_dict()) == [6, 7, 8, 9, 10]
+    with pytest.raises(ValueError, match="does not fit"):
+        _add(buffer, _batch(11, 6))
+
+
+def test_sampling_returns_only_written_rows():
+    buffer = ReplayBuffer(100, 2, (), torch.long, CPU)
+    with pytest.raises(RuntimeError, match="empty"):
+        buffer.sample(4)
+    _add(buffer, _batch(1, 7))  # rows 7..99 were never written (zeros: id 0 would show)
+    sample = buffer.sample(2000, torch.Generator().manual_seed(0))
+    assert set(_ids(sample)) == set(range(1, 8))  # every written row, and nothing else
+
+
+def test_a_state_dict_loads_into_a_smaller_buffer_keeping_the_newest():
+    big = ReplayBuffer(8, 2, (), torch.long, CPU)
+    for first in range(0, 12, 4):
+        _add(big, _batch(first, 4))
+    small = ReplayBuffer(5, 2, (), torch.long, CPU)
+    small.load_state_dict(big.state_dict())
+    assert small.size == 5 and _ids(small.state_dict()) == [7, 8, 9, 10, 11]
+    _add(small, _batch(12, 2))
+    assert _ids(small.state_dict()) == [9, 10, 11, 12, 13]
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(capacity=st.integers(1, 12), sizes=st.lists(st.integers(1, 12), min_size=1, max_size=15), reload=st.booleans())
+def test_the_ring_holds_the_newest_transitions_in_order_for_any_batch_sizes(capacity, sizes, reload):
+    """Against a plain list of everything added: size, oldest-first contents, and samples drawn from them only.
+    ``reload``: each state dict is loaded into a fresh buffer, which must carry on identically."""
+    buffer = ReplayBuffer(capacity, 2, (), torch.long, CPU)
+    added: list[int] = []
+    gen = torch.Generator().manual_seed(0)
+    for n in sizes:
+        n = min(n, capacity)
+        _add(buffer, _batch(len(added), n))
+        added += range(len(added), len(added) + n)
+        kept = added[-capacity:]
+        assert buffer.size == len(kept)
+        assert _ids(buffer.state_dict()) == kept
+        assert set(_ids(buffer.sample(4 * capacity, gen))) <= set(kept)
+        if reload:
+            fresh = ReplayBuffer(capacity, 2, (), torch.long, CPU)
+            fresh.load_state_dict(buffer.state_dict())
+            buffer = fresh

@@ -1,0 +1,133 @@
+"""PPO's arithmetic against hand computations: GAE over a rollout with episode ends in the middle, and the
+clipped surrogate, value loss, entropy and the optimiser step of ``PPO.update`` on a tiny batch."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import gymnasium as gym
+import pytest
+import torch
+from torch.distributions import Categorical, Normal
+
+from podium.algos.buffers import RolloutBuffer
+from podium.algos.ppo import PPO, PPOConfig
+
+
+def _hand_gae(rewards, values, dones, last_value, gamma, lam):
+    """Advantages as the explicit sum ``A_t = sum_k (gamma lam)^k delta_{t+k}``, cut after a step that ended an
+    episode, with ``delta_s = r_s + gamma V_{s+1} (0 if step s ended an episode) - V_s`` and ``V_T = last_value``.
+    Plain Python floats, no recursion."""
+    steps, envs = len(rewards), len(rewards[0])
+    advantages = [[0.0] * envs for _ in range(steps)]
+    for i in range(envs):
+        for t in range(steps):
+            total, weight = 0.0, 1.0
+            for s in range(t, steps):
+                next_value = last_value[i] if s == steps - 1 else values[s + 1][i]
+                delta = rewards[s][i] + (0.0 if dones[s][i] else gamma * next_value) - values[s][i]
+                total += weight * delta
+                if dones[s][i]:
+                    break
+                weight *= gamma * lam
+            advantages[t][i] = total
+    return advantages
+
+
+@pytest.mark.parametrize(("gamma", "lam"), [(0.99, 0.95), (1.0, 1.0), (0.9, 0.0)])
+def test_gae_matches_a_hand_computation_with_episode_ends_in_the_middle(gamma, lam):
+    steps, envs = 7, 3
+    gen = torch.Generator().manual_seed(0)
+    rewards, values = torch.randn(steps, envs, generator=gen), torch.randn(steps, envs, generator=gen)
+    last_value = torch.randn(envs, generator=gen)
+    dones = torch.zeros(steps, envs)
+    dones[1, 0] = dones[4, 0] = 1.0  # env 0: two episodes end in the middle
+    dones[2, 1] = 1.0  # env 1: one
+    dones[6, 2] = 1.0  # env 2: only at the last step (no bootstrap from last_value)
+    buffer = RolloutBuffer(steps, envs, 1, (), torch.long, torch.device("cpu"))
+    for t in range(steps):
+        zeros = torch.zeros(envs)
+        buffer.add(torch.zeros(envs, 1), torch.zeros(envs, dtype=torch.long), zeros, values[t], rewards[t], dones[t])
+    buffer.compute_gae(last_value, gamma, lam)
+    expected = torch.tensor(
+        _hand_gae(rewards.tolist(), values.tolist(), dones.tolist(), last_value.tolist(), gamma, lam)
+    )
+    torch.testing.assert_close(buffer.advantages, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(buffer.returns, expected + values, rtol=1e-5, atol=1e-5)
+    if (gamma, lam) == (1.0, 1.0):  # Monte Carlo: the rewards to the episode's end (+ bootstrap) minus V
+        torch.testing.assert_close(buffer.returns[2, 0], rewards[2:5, 0].sum())
+        torch.testing.assert_close(buffer.returns[3, 1], rewards[3:, 1].sum() + last_value[1])
+
+
+@pytest.mark.parametrize("clip_vloss", [False, True])
+@pytest.mark.parametrize("discrete", [False, True])
+def test_ppo_update_computes_the_clipped_surrogate_value_loss_and_entropy_and_steps_down_their_gradient(
+    discrete, clip_vloss
+):
+    """Losses from the same network outputs with explicit formulas (torch.distributions for the log-densities);
+    the parameters then move exactly as one Adam step on ``pg - ent_coef * H + vf_coef * V`` (after gradient
+    clipping) moves them."""
+    torch.manual_seed(0)
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,))
+    act_space = gym.spaces.Discrete(3) if discrete else gym.spaces.Box(-2.0, 2.0, (2,))
+    config = PPOConfig(
+        clip_coef=0.2, clip_vloss=clip_vloss, ent_coef=0.05, vf_coef=0.5, init_log_std=-0.3, learning_rate=0.01
+    )
+    agent = PPO(obs_space, act_space, config, num_envs=1, device=torch.device("cpu"))
+    reference = copy.deepcopy(agent)
+    batch_size, eps = 12, config.clip_coef
+    obs = torch.randn(batch_size, 3)
+    out = reference.actor(obs)
+    dist = Categorical(logits=out) if discrete else Normal(out, reference.log_std.exp())
+    actions = dist.sample()
+    logp = dist.log_prob(actions) if discrete else dist.log_prob(actions).sum(-1)
+    entropy = dist.entropy() if discrete else dist.entropy().sum(-1)
+    # old log-probabilities chosen so that the ratios spread over both sides of the clip range
+    ratios = torch.linspace(0.55, 1.65, batch_size)[torch.randperm(batch_size)]
+    value = reference.critic(obs).squeeze(-1)
+    batch = {
+        "obs": obs,
+        "actions": actions.detach(),
+        "logprobs": (logp - ratios.log()).detach(),
+        "values": (value + 0.4 * torch.randn(batch_size)).detach(),
+        "advantages": 2.0 * torch.randn(batch_size) + 0.5,
+        "returns": (value + torch.randn(batch_size)).detach(),
+    }
+    # the hand computation, one sample at a time
+    adv = batch["advantages"]
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    ratio = (logp - batch["logprobs"]).exp()
+    surrogate, value_terms = [], []
+    for i in range(batch_size):
+        clipped = min(max(ratio[i], 1 - eps), 1 + eps)
+        surrogate.append(torch.minimum(ratio[i] * adv[i], clipped * adv[i]))
+        error = (value[i] - batch["returns"][i]) ** 2
+        if clip_vloss:
+            v_clipped = batch["values"][i] + torch.clamp(value[i] - batch["values"][i], -eps, eps)
+            error = torch.maximum(error, (v_clipped - batch["returns"][i]) ** 2)
+        value_terms.append(error)
+    pg_loss = -torch.stack(surrogate).mean()
+    v_loss = 0.5 * torch.stack(value_terms).mean()
+    loss = pg_loss - config.ent_coef * entropy.mean() + config.vf_coef * v_loss
+    params = reference.optimizer.param_groups[0]["params"]
+    grads = torch.autograd.grad(loss, params, allow_unused=True)
+    grads = [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+    before = [p.detach().clone() for p in agent.optimizer.param_groups[0]["params"]]
+
+    stats = agent.update(batch)
+
+    torch.testing.assert_close(stats["loss/policy"], pg_loss.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(stats["loss/value"], v_loss.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(stats["loss/entropy"], entropy.mean().detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(stats["approx_kl"], ((ratio - 1) - ratio.log()).mean().detach(), rtol=1e-4, atol=1e-6)
+    assert float(stats["clipfrac"]) == pytest.approx(float(((ratios - 1).abs() > eps).float().mean()))
+    assert 0 < float(stats["clipfrac"]) < 1  # both sides of the clip were exercised
+    # one Adam step (first step: m_hat = g, v_hat = g^2) on the clipped gradient
+    norm = math.sqrt(sum(float(g.square().sum()) for g in grads))
+    scale = min(1.0, config.max_grad_norm / (norm + 1e-6))
+    after = agent.optimizer.param_groups[0]["params"]
+    for p0, p1, g in zip(before, after, grads, strict=True):
+        g = g * scale
+        step = -config.learning_rate * g / (g.abs() + 1e-5)
+        torch.testing.assert_close(p1.detach() - p0, step, rtol=1e-3, atol=1e-6)
