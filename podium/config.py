@@ -96,6 +96,10 @@ class PodSpec(BaseModel):
     each time-based checkpoint and at the end of the run), so a resumed pod, or a tournament child
     starting from this pod, continues with its experience instead of an empty buffer. Its size is the
     buffer's filled part: about ``4 * (2 * obs_dim + act_dim + 2)`` bytes per transition."""
+    select_episodes: int = Field(default=0, ge=0)
+    """At the end of the run, re-score the best snapshot on this many fresh episodes (seeds nothing else uses)
+    and report it as ``selection_mean``: the best of many noisy evaluations is biased upwards (a winner's
+    curse), a fresh score is not. Tournaments rank pods by it. 0 = off."""
     learners: int = Field(default=1, ge=1)
     """Learner processes in this pod (the paper's learner parallelism). Each collects from its own envs
     (``num_envs`` sub-envs, other seeds) and learns; all of them average their networks, normaliser

@@ -189,3 +189,23 @@ def test_confirmation_needs_a_meaningful_number_of_episodes():
 def test_a_target_no_policy_can_reach_is_refused_at_start(tmp_path):
     with pytest.raises(podium.config.ConfigError, match=r"target 200 can never be reached.*did you mean -200"):
         podium.train("Pendulum-v1", "sac", target=200, seconds=5, run_dir=tmp_path, **FAST)
+
+
+def test_a_selection_score_is_a_fresh_evaluation_of_the_best_snapshot(tmp_path):
+    from podium.api import load
+    from podium.envs import make
+    from podium.pod.pod import SELECT_SEED_OFFSET
+
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=4096, eval_every=1024, select_episodes=40, seed=3, **FAST)
+    report = Pod(spec, tmp_path / "a", progress=False).run()
+    assert report.selection_episodes == 40
+    # the same number, computed independently from the saved best snapshot on the selection seeds
+    policy = load(report.checkpoint)
+    fresh = Evaluator(make("Pendulum-v1", num_envs=40)).evaluate(policy.agent, seed=3 + SELECT_SEED_OFFSET)
+    assert report.selection_mean == pytest.approx(fresh.mean) and report.selection_std == pytest.approx(fresh.std)
+    assert report.selection_mean != report.score_mean  # not the best routine evaluation again
+    # a confirmation on at least as many fresh episodes already is a selection score
+    spec = spec.model_copy(update={"target": -1e4, "select_episodes": 40})
+    confirmed = Pod(spec, tmp_path / "b", progress=False).run()
+    assert confirmed.selection_episodes == confirmed.confirmed_episodes == 100
+    assert confirmed.selection_mean == confirmed.confirmed_mean

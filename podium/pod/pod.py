@@ -75,6 +75,9 @@ EVAL_SEED_OFFSET = 1_000_000
 LEARNER_SEED_STRIDE = 100_000
 """Learner ``k`` of a pod with several learners resets its env with ``spec.seed + k * LEARNER_SEED_STRIDE +
 iteration`` (learner 0: ``spec.seed + iteration``), so the learners see different episodes."""
+SELECT_SEED_OFFSET = 700_000_000
+"""A pod's selection score (``select_episodes``) resets with ``spec.seed + SELECT_SEED_OFFSET``: seeds neither
+training, routine evaluations nor confirmations use."""
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
 training nor routine evaluations use."""
@@ -121,6 +124,9 @@ class PodReport:
             steps of the confirmed snapshot (None if never); ``train_time_to_target`` is
             ``time_to_target`` without the time training waited for evaluations.
         confirmed_mean / confirmed_std / confirmed_episodes: the confirmation that stopped the pod.
+        selection_mean / selection_std / selection_episodes: with ``spec.select_episodes``, the best
+            snapshot (``checkpoint``) re-scored on that many fresh episodes at the end of the run: an
+            unbiased score, unlike the best of many noisy evaluations (what a tournament ranks by).
         stop_reason: ``target``, ``steps`` or ``seconds``.
         eval_time: seconds the evaluator spent scoring (beside training unless ``eval_mode`` is inline).
         message: a note for the user (e.g. why a resumed run had nothing to do), or "".
@@ -145,6 +151,9 @@ class PodReport:
     confirmed_mean: float | None = None
     confirmed_std: float | None = None
     confirmed_episodes: int | None = None
+    selection_mean: float | None = None
+    selection_std: float | None = None
+    selection_episodes: int | None = None
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -514,7 +523,30 @@ class Pod:
             if progress is not None:
                 progress.close()
             plot_curve(curve.rows, self.dir.curve_plot, f"{spec.algo} on {spec.env} (seed {spec.seed})", spec.target)
-        return self._report(stop or "steps", curve, last)
+        report = self._report(stop or "steps", curve, last)
+        if spec.select_episodes > 0:
+            self._select(report)
+        return report
+
+    def _select(self, report: PodReport) -> None:
+        """Score the best snapshot on ``spec.select_episodes`` fresh episodes into ``report`` (a confirmation
+        with at least as many episodes already is one)."""
+        spec = self.spec
+        if report.confirmed_episodes is not None and report.confirmed_episodes >= spec.select_episodes:
+            mean, std, episodes = report.confirmed_mean, report.confirmed_std, report.confirmed_episodes
+        elif self.dir.best.is_file():
+            payload = load_checkpoint(self.dir.best, map_location=self.env.device)
+            obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
+            agent = build_agent(spec, obs_space, act_space, self.agent.num_envs, self.agent.device, self.agent.config)
+            agent.load_modules(payload["agent"])
+            kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
+            env = make(spec.env, num_envs=spec.select_episodes, device=spec.device, native=spec.native_env, **kwargs)
+            result = Evaluator(env, spec.eval_deterministic).evaluate(agent, seed=spec.seed + SELECT_SEED_OFFSET)
+            env.close()
+            mean, std, episodes = result.mean, result.std, result.episodes
+        else:
+            return
+        report.selection_mean, report.selection_std, report.selection_episodes = mean, std, episodes
 
     def _evaluator_service(self) -> EvaluatorService:
         spec, agent = self.spec, self.agent
