@@ -428,3 +428,40 @@ def test_replay_buffer_state_round_trips_oldest_first_and_keeps_the_newest_when_
     assert small.size == 3 and small.state_dict()["rewards"].tolist() == [4, 5, 6]
     with pytest.raises(ValueError, match="shapes"):
         ReplayBuffer(5, 3, (1,), torch.float32, CPU).load_state_dict(state)
+
+
+# ----------------------------------------------------------------- Ornstein-Uhlenbeck exploration
+@pytest.mark.parametrize("algo", ["td3", "ddpg"])
+def test_ou_noise_is_correlated_in_time_has_its_stationary_spread_and_restarts_with_each_episode(algo):
+    _env, agent = _agent(algo, num_envs=256, noise_type="ou", exploration_noise=0.1, ou_theta=0.15, ou_dt=0.5)
+    with torch.no_grad():  # a zero actor: the action is the noise
+        for p in agent.actor.parameters():
+            p.zero_()
+    obs = torch.zeros(256, agent.obs_dim)
+    noise = torch.stack([agent.exploration_actions(obs) for _ in range(200)])  # [T, N, A], past burn-in
+    stationary = 0.1 / math.sqrt(2 * 0.15 - 0.15**2 * 0.5)  # discrete OU: var = sigma^2 / (2 theta - theta^2 dt)
+    assert noise[100:].std().item() == pytest.approx(stationary, rel=0.1)  # (0.19: far from the [-1, 1] clamp)
+    lag1 = torch.corrcoef(torch.stack([noise[100:-1].flatten(), noise[101:].flatten()]))[0, 1]
+    assert lag1 > 0.9  # 1 - theta * dt = 0.925: it keeps its direction
+    done = torch.zeros(256, dtype=torch.bool)
+    done[:128] = True
+    agent.episodes_ended(done)
+    assert bool((agent.ou_noise[:128] == 0).all()) and bool((agent.ou_noise[128:] != 0).all())
+    # Gaussian noise (the default) is independent from step to step
+    _env, gauss = _agent(algo, num_envs=256)
+    with torch.no_grad():
+        for p in gauss.actor.parameters():
+            p.zero_()
+    g = torch.stack([gauss.exploration_actions(obs) for _ in range(50)])
+    assert abs(torch.corrcoef(torch.stack([g[:-1].flatten(), g[1:].flatten()]))[0, 1]) < 0.05
+
+
+def test_recording_a_finished_episode_restarts_its_ou_noise():
+    env, agent = _agent("td3", num_envs=2, noise_type="ou", exploration_noise=0.5, learning_starts=0)
+    buffer = agent.make_buffer()
+    obs = torch.randn(2, agent.obs_dim)
+    actions, extras = agent.explore(obs)
+    assert bool((agent.ou_noise != 0).all())
+    terminated, truncated = torch.tensor([False, False]), torch.tensor([True, False])
+    agent.record(buffer, obs, actions, extras, torch.zeros(2), obs, terminated, truncated, obs)
+    assert bool((agent.ou_noise[0] == 0).all()) and bool((agent.ou_noise[1] != 0).all())

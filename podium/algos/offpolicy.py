@@ -70,6 +70,10 @@ class OffPolicyAgent(Agent):
             return torch.randint(0, self.action_dim, (n,), device=self.device, generator=self.generator)
         return torch.rand(n, self.action_dim, device=self.device, generator=self.generator) * 2 - 1
 
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        """Called by :meth:`record` with the ``[N]`` mask of sub-envs whose episode just ended (e.g. to reset
+        temporally correlated exploration noise); nothing by default."""
+
     def learn_stats(self) -> dict[str, float]:
         """Extra scalars to log after a learning phase (e.g. epsilon)."""
         return {}
@@ -105,8 +109,10 @@ class OffPolicyAgent(Agent):
         truncated: torch.Tensor,
         final_obs: torch.Tensor,
     ) -> None:
-        true_next = torch.where((terminated | truncated)[:, None], final_obs, next_obs)
+        done = terminated | truncated
+        true_next = torch.where(done[:, None], final_obs, next_obs)
         buffer.add(obs, extras["policy_actions"], reward, true_next, terminated)
+        self.episodes_ended(done)
 
     # ----------------------------------------------------------------- learner side
     def learn(self, buffer: ReplayBuffer, next_obs: torch.Tensor) -> dict[str, float]:

@@ -19,7 +19,8 @@ Reading order: ``TD3Config`` (hyperparameters) -> ``TD3.__init__`` (networks) ->
 from __future__ import annotations
 
 import copy
-from typing import ClassVar
+import math
+from typing import ClassVar, Literal
 
 import gymnasium as gym
 import torch
@@ -46,7 +47,17 @@ class TD3Config(OffPolicyConfig):
     policy_delay: int = Field(default=2, gt=0)
     """Critic steps per actor (and target) step."""
     exploration_noise: float = Field(default=0.1, ge=0)
-    """Std of the Gaussian noise added to the actor's action, in ``[-1, 1]`` action units (0 = none)."""
+    """Scale of the exploration noise added to the actor's action, in ``[-1, 1]`` action units (0 = none):
+    the std of the Gaussian noise, or the OU process's ``sigma``."""
+    noise_type: Literal["gaussian", "ou"] = "gaussian"
+    """``gaussian``: independent noise at every step. ``ou``: an Ornstein-Uhlenbeck process per sub-env,
+    ``x <- x - ou_theta * x * ou_dt + exploration_noise * sqrt(ou_dt) * N(0, 1)``, reset to 0 when an
+    episode ends: noise that keeps its direction for about ``1 / (ou_theta * ou_dt)`` steps, which explores
+    deceptive tasks (MountainCarContinuous) that independent noise does not."""
+    ou_theta: float = Field(default=0.15, gt=0)
+    """Mean-reversion rate of the OU noise (its stationary std is ``exploration_noise / sqrt(2 ou_theta)``)."""
+    ou_dt: float = Field(default=1e-2, gt=0)
+    """Time step of the OU noise."""
     target_noise: float = 0.2
     """Std of the target policy smoothing noise, in ``[-1, 1]`` action units (0 = no smoothing)."""
     target_noise_clip: float = 0.5
@@ -89,6 +100,7 @@ class TD3(OffPolicyAgent):
         self.critic_optimizer = adam(self.critic.parameters(), c.critic_lr, device)
         self.critic_updates = 0  # the actor moves when this reaches a multiple of policy_delay
         self.last_actor_loss = torch.zeros((), device=device)
+        self.ou_noise = torch.zeros(num_envs, self.action_dim, device=device)  # one OU process per sub-env
 
     # ----------------------------------------------------------------- policy
     @torch.no_grad()
@@ -107,7 +119,15 @@ class TD3(OffPolicyAgent):
 
     # ----------------------------------------------------------------- worker side
     def exploration_actions(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._add_noise(self.actor(obs), self.config.exploration_noise)
+        c = self.config
+        if c.noise_type == "gaussian":
+            return self._add_noise(self.actor(obs), c.exploration_noise)
+        step = torch.randn(self.ou_noise.shape, device=self.device, generator=self.generator)
+        self.ou_noise.mul_(1.0 - c.ou_theta * c.ou_dt).add_(step, alpha=c.exploration_noise * math.sqrt(c.ou_dt))
+        return (self.actor(obs) + self.ou_noise).clamp(-1.0, 1.0)
+
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        self.ou_noise.mul_((~done).unsqueeze(-1))  # a new episode starts its noise from 0
 
     # ----------------------------------------------------------------- learner side
     @torch.no_grad()
