@@ -457,7 +457,7 @@ def test_ou_noise_is_correlated_in_time_has_its_stationary_spread_and_restarts_w
 
 
 def test_recording_a_finished_episode_restarts_its_ou_noise():
-    env, agent = _agent("td3", num_envs=2, noise_type="ou", exploration_noise=0.5, learning_starts=0)
+    _env, agent = _agent("td3", num_envs=2, noise_type="ou", exploration_noise=0.5, learning_starts=0)
     buffer = agent.make_buffer()
     obs = torch.randn(2, agent.obs_dim)
     actions, extras = agent.explore(obs)
