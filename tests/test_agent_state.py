@@ -237,3 +237,17 @@ def test_a_checkpoint_loads_and_resumes_with_the_hyperparameters_it_was_trained_
     assert pod.agent.config.model_dump(mode="json") == trained_with and pod.env.num_envs == saved["num_envs"]
     report = pod.run()
     assert report.steps == 4096
+
+
+# ----------------------------------------------------------------- what a tournament may perturb
+@pytest.mark.parametrize("algo", algo_names())
+def test_each_algorithm_declares_its_mutable_hyperparameters_with_valid_ranges(algo):
+    config = get_algo(algo).Config
+    assert config.mutable, f"{algo} declares nothing a tournament may perturb"
+    defaults = config()
+    for name, (low, high) in config.mutable.items():
+        assert name in config.model_fields, name
+        assert isinstance(getattr(defaults, name), int | float) and not isinstance(getattr(defaults, name), bool)
+        assert low < high and low <= getattr(defaults, name) <= high, name
+        config(**{name: low})  # both ends are values the config accepts
+        config(**{name: high})

@@ -30,9 +30,15 @@ __all__ = ["Agent", "AgentConfig", "algo_names", "get_algo", "register_algo"]
 
 
 class AgentConfig(BaseModel):
-    """Base of every algorithm's hyperparameters: typed, documented, unknown fields rejected."""
+    """Base of every algorithm's hyperparameters: typed, documented, unknown fields rejected.
+
+    ``mutable`` declares which numeric hyperparameters a tournament may perturb (population-based
+    training) and the range a perturbed value must stay in: the algorithm knows its own knobs, so the
+    tournament does not hard-code names per algorithm.
+    """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False)
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {}
 
 
 class Agent(ABC):

@@ -37,6 +37,11 @@ __all__ = ["D3QN", "DQN", "D3QNConfig", "DQNConfig", "QNetwork"]
 class DQNConfig(OffPolicyConfig):
     """DQN hyperparameters. Defaults reach CartPole-v1's 475 in 15k-45k env steps (seconds on one CPU core)."""
 
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "learning_rate": (1e-5, 1e-2),
+        "final_eps": (0.0, 0.2),
+    }
+
     buffer_size: int = Field(default=100_000, gt=0)
     """Replay capacity in transitions (all sub-envs together)."""
     learning_rate: float = 1e-3

@@ -33,6 +33,13 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 class PPOConfig(AgentConfig):
     """PPO hyperparameters. Defaults suit tens to thousands of sub-envs on classic control."""
 
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "learning_rate": (1e-5, 1e-2),
+        "ent_coef": (0.0, 0.05),
+        "clip_coef": (0.05, 0.5),
+        "gae_lambda": (0.8, 0.99),
+    }
+
     num_steps: int = Field(default=32, gt=0)
     """Env steps per sub-env per rollout (the rollout holds ``num_steps * num_envs`` transitions)."""
     rollout_size: int | None = Field(default=None, gt=0)

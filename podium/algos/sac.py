@@ -33,6 +33,13 @@ __all__ = ["SAC", "SACConfig"]
 class SACConfig(OffPolicyConfig):
     """SAC hyperparameters. Defaults reach Pendulum-v1's -200 in about a thousand gradient steps (seconds on a CPU)."""
 
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "actor_lr": (1e-5, 1e-2),
+        "critic_lr": (1e-5, 1e-2),
+        "alpha_lr": (1e-5, 1e-2),
+        "tau": (1e-3, 0.1),
+    }
+
     tau: float = Field(default=0.02, gt=0, le=1)
     """Polyak coefficient of the target critics: ``target <- (1 - tau) target + tau online``."""
     actor_lr: float = 3e-3

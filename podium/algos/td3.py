@@ -37,6 +37,14 @@ __all__ = ["TD3", "TD3Config"]
 class TD3Config(OffPolicyConfig):
     """TD3 hyperparameters. Defaults reach Pendulum-v1's -200 in about a thousand gradient steps (seconds on a CPU)."""
 
+    mutable: ClassVar[dict[str, tuple[float, float]]] = {
+        "actor_lr": (1e-5, 1e-2),
+        "critic_lr": (1e-5, 1e-2),
+        "tau": (1e-3, 0.1),
+        "exploration_noise": (0.0, 1.0),  # exploration is part of what a population searches
+        "ou_theta": (0.01, 1.0),
+    }
+
     tau: float = Field(default=0.05, gt=0, le=1)
     """Polyak coefficient of the target networks, ``target <- (1 - tau) target + tau online``, applied
     at each actor step (every ``policy_delay`` critic steps)."""
