@@ -1,9 +1,10 @@
 """Tuned starting points per (algorithm, environment): podium's counterpart of rl-zoo's tables.
 
 When a pod trains a listed pair, these values fill in whatever the user did not set (``hparams`` and
-``num_envs`` from the spec always win; ``preset: false`` in a pod spec turns them off). Every entry
-was chosen by time to threshold on a 2-core CPU over several seeds (``benchmarks/vs_sb3.py``
-reproduces the numbers in BENCHMARKS.md); pairs not listed use the algorithm's documented defaults.
+``num_envs`` from the spec always win; ``preset: false`` in a pod spec turns them off). Every classic-control
+entry was chosen by time to threshold on a 2-core CPU over several seeds (``benchmarks/vs_sb3.py``
+reproduces the numbers in BENCHMARKS.md); the MuJoCo entries are rl-baselines3-zoo's, as the comment above
+them says (``benchmarks/locomotion.py`` times them); pairs not listed use the algorithm's documented defaults.
 """
 
 from __future__ import annotations
@@ -40,6 +41,140 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "normalize_reward": True,
         },
     ),
+    # ---------------------------------------------------------------- MuJoCo locomotion (gymnasium v5 ids)
+    # Not tuned by podium: rl-baselines3-zoo's hyperparameters (hyperparams/ppo.yml, sac.yml, td3.yml at
+    # DLR-RM/rl-baselines3-zoo@22e3ff2, written for the v4 envs, whose dynamics v5 keeps), in podium's names:
+    # n_steps * n_envs -> rollout_size, batch_size -> num_minibatches = rollout_size / batch_size,
+    # n_epochs -> update_epochs, clip_range -> clip_coef, normalize -> normalize_obs + normalize_reward,
+    # policy_kwargs net_arch/activation_fn/log_std_init -> hidden_sizes/activation/init_log_std. rl-zoo
+    # trains on one env; so do these (a pod spec's num_envs wins: GPU runs use thousands, see examples/).
+    # PPO HalfCheetah-v4 and Hopper-v4: rl-zoo's tuned entries (its "# Tuned / 10 mujoco envs" block)
+    ("ppo", "HalfCheetah-v5"): Preset(
+        num_envs=1,
+        hparams={
+            "rollout_size": 512,
+            "num_minibatches": 8,  # batch_size 64
+            "update_epochs": 20,
+            "learning_rate": 2.0633e-05,
+            "gamma": 0.98,
+            "gae_lambda": 0.92,
+            "clip_coef": 0.1,
+            "ent_coef": 0.000401762,
+            "vf_coef": 0.58096,
+            "max_grad_norm": 0.8,
+            "normalize_obs": True,
+            "normalize_reward": True,
+            "hidden_sizes": (256, 256),
+            "activation": "relu",
+            "init_log_std": -2.0,
+        },
+    ),
+    ("ppo", "Hopper-v5"): Preset(
+        num_envs=1,
+        hparams={
+            "rollout_size": 512,
+            "num_minibatches": 16,  # batch_size 32
+            "update_epochs": 5,
+            "learning_rate": 9.80828e-05,
+            "gamma": 0.999,
+            "gae_lambda": 0.99,
+            "clip_coef": 0.2,
+            "ent_coef": 0.00229519,
+            "vf_coef": 0.835671,
+            "max_grad_norm": 0.7,
+            "normalize_obs": True,
+            "normalize_reward": True,
+            "hidden_sizes": (256, 256),
+            "activation": "relu",
+            "init_log_std": -2.0,
+        },
+    ),
+    # PPO Ant-v4: rl-zoo's "mujoco-defaults" (normalize: true, SB3's PPO defaults: n_steps 2048, batch 64,
+    # 10 epochs, lr 3e-4, gamma 0.99, lambda 0.95, clip 0.2, 64x64 tanh)
+    ("ppo", "Ant-v5"): Preset(
+        num_envs=1,
+        hparams={
+            "rollout_size": 2048,
+            "num_minibatches": 32,
+            "update_epochs": 10,
+            "learning_rate": 3e-4,
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "clip_coef": 0.2,
+            "normalize_obs": True,
+            "normalize_reward": True,
+            "hidden_sizes": (64, 64),
+            "activation": "tanh",
+        },
+    ),
+    # PPO Humanoid-v4: rl-zoo's tuned entry
+    ("ppo", "Humanoid-v5"): Preset(
+        num_envs=1,
+        hparams={
+            "rollout_size": 512,
+            "num_minibatches": 2,  # batch_size 256
+            "update_epochs": 5,
+            "learning_rate": 3.56987e-05,
+            "gamma": 0.95,
+            "gae_lambda": 0.9,
+            "clip_coef": 0.3,
+            "ent_coef": 0.00238306,
+            "vf_coef": 0.431892,
+            "max_grad_norm": 2.0,
+            "normalize_obs": True,
+            "normalize_reward": True,
+            "hidden_sizes": (256, 256),
+            "activation": "relu",
+            "init_log_std": -2.0,
+        },
+    ),
+    # SAC, all four: rl-zoo's "mujoco-defaults" = SB3's SAC defaults (lr 3e-4, batch 256, tau 0.005,
+    # gamma 0.99, one gradient step per env step, automatic entropy, 256x256 ReLU) + learning_starts 10000
+    **{
+        ("sac", env): Preset(
+            num_envs=1,
+            hparams={
+                "actor_lr": 3e-4,
+                "critic_lr": 3e-4,
+                "alpha_lr": 3e-4,
+                "batch_size": 256,
+                "buffer_size": 1_000_000,
+                "tau": 0.005,
+                "gamma": 0.99,
+                "train_freq": 1,
+                "gradient_steps": 1,
+                "learning_starts": 10_000,
+                "hidden_sizes": (256, 256),
+                "activation": "relu",
+            },
+        )
+        for env in ("HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5")
+    },
+    # TD3, all four: rl-zoo's "mujoco-defaults" (lr 1e-3, batch 256, Gaussian exploration noise 0.1,
+    # learning_starts 10000, 400x300) over SB3's TD3 defaults (tau 0.005, policy delay 2, target noise 0.2/0.5)
+    **{
+        ("td3", env): Preset(
+            num_envs=1,
+            hparams={
+                "actor_lr": 1e-3,
+                "critic_lr": 1e-3,
+                "batch_size": 256,
+                "buffer_size": 1_000_000,
+                "tau": 0.005,
+                "gamma": 0.99,
+                "train_freq": 1,
+                "gradient_steps": 1,
+                "learning_starts": 10_000,
+                "exploration_noise": 0.1,
+                "policy_delay": 2,
+                "target_noise": 0.2,
+                "target_noise_clip": 0.5,
+                "hidden_sizes": (400, 300),
+                "activation": "relu",
+            },
+        )
+        for env in ("HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5")
+    },
 }
 
 

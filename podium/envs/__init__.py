@@ -9,8 +9,10 @@ from podium.envs.base import TensorVecEnv, VecEnv, resolve_device
 from podium.envs.registry import EnvSpec, list_envs, make, register, registry
 
 __all__ = [
+    "AntVecEnv",
     "EnvSpec",
     "GymVecEnv",
+    "HumanoidVecEnv",
     "TensorVecEnv",
     "VecEnv",
     "list_envs",
@@ -35,6 +37,17 @@ register(
     "podium.finance.env:StockTradingVecEnv",
     description="trade the 29 Dow stocks, $1M, 0.2% costs (Box(29); shipped data, 2009-2015 by default)",
 )
+_LOCOMOTION = "podium.envs.locomotion"  # needs the "mujoco" extra (and "mjx" for the GPU engine)
+register(
+    "Ant-v5",
+    f"{_LOCOMOTION}.ant:AntVecEnv",
+    description="a four-legged ant runs forward (Box(8)); MuJoCo C on CPU, MJX on GPU (podium[mujoco])",
+)
+register(
+    "Humanoid-v5",
+    f"{_LOCOMOTION}.humanoid:HumanoidVecEnv",
+    description="a humanoid walks forward (Box(17)); MuJoCo C on CPU, MJX on GPU (podium[mujoco])",
+)
 
 
 def __getattr__(name: str):  # lazy: the adapter pulls in gymnasium's vector machinery
@@ -42,4 +55,8 @@ def __getattr__(name: str):  # lazy: the adapter pulls in gymnasium's vector mac
         from podium.envs.gym_adapter import GymVecEnv
 
         return GymVecEnv
+    if name in ("AntVecEnv", "HumanoidVecEnv"):  # importing them needs no MuJoCo; building one does
+        import podium.envs.locomotion as locomotion
+
+        return getattr(locomotion, name)
     raise AttributeError(name)
