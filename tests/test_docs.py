@@ -41,6 +41,10 @@ NEEDS = {  # text in a block -> the optional module it needs (and the package to
     "vs_sb3.py": ("stable_baselines3", 'the "bench" extra (stable-baselines3)'),
     "LunarLander": ("Box2D", "gymnasium[box2d]"),
     "postgresql://": ("psycopg", 'the "postgres" extra (psycopg)'),
+    "Ant-v5": ("mujoco", 'the "mujoco" extra'),
+    "Humanoid-v5": ("mujoco", 'the "mujoco" extra'),
+    "HalfCheetah-v5": ("mujoco", 'the "mujoco" extra'),
+    "Hopper-v5": ("mujoco", 'the "mujoco" extra'),
 }
 REFERENCES = re.compile(r"(?:runs|reports)/[\w.-]+|[\w-]+\.yaml")
 

@@ -146,3 +146,31 @@ def test_bad_actions_through_the_adapter():
         env.step(torch.tensor([[0.0], [float("nan")]]))
     with pytest.raises(ValueError, match="shape"):
         env.step(torch.zeros(3, 1))
+
+
+class _Slow(_Unknown):
+    """An env whose step is slow enough that "auto" picks a subprocess per copy."""
+
+    def step(self, action):
+        import time
+
+        time.sleep(0.002)
+        return super().step(action)
+
+
+def _vectorization_in_a_daemon(queue) -> None:
+    queue.put(GymVecEnv(_Slow, num_envs=2).vectorization)
+
+
+def test_auto_vectorization_stays_in_process_inside_a_daemonic_process():
+    import multiprocessing
+
+    env = GymVecEnv(_Slow, num_envs=2)
+    assert env.vectorization == "async"  # in a normal process: subprocesses
+    env.close()
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    proc = context.Process(target=_vectorization_in_a_daemon, args=(queue,), daemon=True)  # e.g. an evaluator
+    proc.start()
+    assert queue.get(timeout=60) == "sync"  # a daemonic process may not start subprocesses
+    proc.join(30)

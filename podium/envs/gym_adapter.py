@@ -11,6 +11,7 @@ converted to one-hot vectors. Anything else is refused with a message that names
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -152,8 +153,8 @@ class GymVecEnv(VecEnv):
 
     @staticmethod
     def _choose(probe: gym.Env, num_envs: int) -> Vectorization:
-        if num_envs == 1 or (os.cpu_count() or 1) < 2:
-            return "sync"
+        if num_envs == 1 or (os.cpu_count() or 1) < 2 or multiprocessing.current_process().daemon:
+            return "sync"  # (a daemonic process, such as a pod's evaluator, may not start subprocesses)
         probe.reset(seed=0)
         t0 = time.perf_counter()
         for _ in range(20):
