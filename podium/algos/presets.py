@@ -41,6 +41,10 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "normalize_reward": True,
         },
     ),
+    # MountainCarContinuous rewards reaching the flag (+100) and charges for effort: independent Gaussian noise
+    # never swings the car up, temporally correlated (Ornstein-Uhlenbeck) noise of scale 0.5 does
+    ("td3", "MountainCarContinuous-v0"): Preset(hparams={"noise_type": "ou", "exploration_noise": 0.5}),
+    ("ddpg", "MountainCarContinuous-v0"): Preset(hparams={"noise_type": "ou", "exploration_noise": 0.5}),
     # ---------------------------------------------------------------- MuJoCo locomotion (gymnasium v5 ids)
     # Not tuned by podium: rl-baselines3-zoo's hyperparameters (hyperparams/ppo.yml, sac.yml, td3.yml at
     # DLR-RM/rl-baselines3-zoo@22e3ff2, written for the v4 envs, whose dynamics v5 keeps), in podium's names:
