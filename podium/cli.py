@@ -218,8 +218,9 @@ def _tournament_errors() -> tuple[type[BaseException], ...]:
     from podium.config import ConfigError
     from podium.store import CheckpointError
     from podium.tournament import DatabaseError
+    from podium.tournament.backends import BackendError
 
-    return (ConfigError, DatabaseError, CheckpointError)
+    return (ConfigError, DatabaseError, CheckpointError, BackendError)
 
 
 def _print_tournament(report: TournamentReport, trading: bool = False) -> None:
@@ -265,7 +266,14 @@ def tournament_command(
     resume_dir: Annotated[
         str | None, typer.Argument(help="with 'resume': the run directory", metavar="[RUN_DIR]")
     ] = None,
-    backend: Annotated[str | None, typer.Option(help="inline (this process) or process (subprocesses)")] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(help="process (local subprocesses, the default), ray (Ray actors) or inline (this process)"),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(help="--backend ray: the Ray cluster's HOST:PORT or 'auto' (default: a local one on 127.0.0.1)"),
+    ] = None,
     pods: Annotated[int | None, typer.Option(help="most pods at once (pool.max)")] = None,
     db: Annotated[str | None, typer.Option(help="leaderboard database URL (default: SQLite in the run dir)")] = None,
     run_dir: Annotated[
@@ -286,6 +294,10 @@ def tournament_command(
             raise _fail("--db, --pods and --run-dir cannot change when resuming; they are in RUN_DIR/tournament.yaml")
     elif resume_dir is not None:
         raise _fail(f"unexpected argument {resume_dir!r}; did you mean: podium tournament resume {resume_dir}")
+    if backend is not None and backend not in ("inline", "process", "ray"):
+        raise _fail(f"--backend {backend}: choose process, ray or inline")
+    if address is not None and backend not in (None, "ray"):
+        raise _fail(f"--address is the Ray cluster's address: it goes with --backend ray, not --backend {backend}")
     from podium.config import ConfigError, load_yaml
 
     try:
@@ -300,7 +312,13 @@ def tournament_command(
         if config == "resume":
             assert resume_dir is not None
             orchestrator = Orchestrator.resume(
-                resume_dir, backend=backend, progress=progress, seconds=seconds, steps=steps, target=target
+                resume_dir,
+                backend=backend,
+                address=address,
+                progress=progress,
+                seconds=seconds,
+                steps=steps,
+                target=target,
             )
             report = orchestrator.run(force=force)
             cfg = read_config(resume_dir)
@@ -309,8 +327,10 @@ def tournament_command(
             if pods is not None:
                 pool = dict((raw or {}).get("pool") or {})
                 pool["max"], pool["min"] = pods, min(pool.get("min", 1), pods)
+            if address is not None and backend is None:
+                backend = "ray"  # --address alone: the config may already say ray
             cfg = load_tournament_config(
-                config, pool=pool, db=db, backend=backend, seconds=seconds, steps=steps, target=target
+                config, pool=pool, db=db, backend=backend, address=address, seconds=seconds, steps=steps, target=target
             )
             report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
         _print_tournament(report, trading=cfg.backtest is not None)

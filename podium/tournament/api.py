@@ -26,13 +26,15 @@ def tournament(
     Args:
         config: YAML file of :class:`~podium.tournament.config.TournamentConfig` fields (optional).
         run_dir: output directory (default ``runs/tournament-ENV-TIMESTAMP``).
-        backend: ``"process"`` (default), ``"inline"`` or a :class:`~podium.tournament.backends.Backend`.
+        backend: ``"process"`` (default), ``"ray"`` (with ``address="HOST:PORT"`` for a running cluster),
+            ``"inline"`` or a :class:`~podium.tournament.backends.Backend`.
         progress: live view (default: when the output is a terminal).
         **fields: config fields that override the file: ``env``, ``algos``, ``target``, ``seconds``,
             ``pool={"max": 4}``, ``db="postgresql://..."``, ...
 
     Raises:
-        ConfigError: bad config (checked before any pod starts); DatabaseError: unreachable database.
+        ConfigError: bad config (checked before any pod starts); DatabaseError: unreachable database;
+        BackendError: the backend cannot run it (e.g. a Ray cluster that does not answer).
     """
     cfg = load_tournament_config(config, **fields)
     report = Orchestrator.start(cfg, run_dir=run_dir, backend=backend, progress=progress).run()
@@ -65,8 +67,9 @@ def resume_tournament(
     force: bool = False,
     **budget: Any,
 ) -> TournamentReport:
-    """Continue the tournament in ``run_dir`` (``podium tournament resume RUN_DIR``); ``budget`` may raise
-    ``seconds``, ``steps``, ``target`` or ``max_failures``."""
+    """Continue the tournament in ``run_dir`` (``podium tournament resume RUN_DIR``), on its backend or on
+    ``backend``; ``budget`` may raise ``seconds``, ``steps``, ``target`` or ``max_failures``, or give the Ray
+    cluster's ``address``."""
     report = Orchestrator.resume(run_dir, backend=backend, progress=progress, **budget).run(force=force)
     backtest_after(report, read_config(run_dir))
     return report

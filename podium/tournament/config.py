@@ -160,9 +160,13 @@ class TournamentConfig(_Strict):
     """How new pods are made."""
     max_failures: int = Field(default=5, ge=1)
     """Stop after this many pod failures in a row (a pod that crashes at start must not spin forever)."""
-    backend: Literal["inline", "process"] = "process"
-    """Where pods run: ``process`` (local subprocesses, the default) or ``inline`` (this process, one
-    pod at a time; for tests and debugging)."""
+    backend: Literal["inline", "process", "ray"] = "process"
+    """Where pods run: ``process`` (local subprocesses, the default), ``ray`` (Ray actors on a Ray cluster:
+    ``pip install 'podium[ray]'``; see docs/tournament.md) or ``inline`` (this process, one pod at a time;
+    for tests and debugging)."""
+    address: str | None = None
+    """``backend: ray`` only: the Ray cluster's address (``HOST:PORT`` of its head, or ``auto``). Default: start
+    a Ray cluster on this machine, listening on 127.0.0.1 only, for the tournament's lifetime."""
     db: str | None = None
     """Leaderboard database URL (SQLAlchemy). Default: ``sqlite:///RUN_DIR/leaderboard.db``. PostgreSQL:
     ``postgresql://user:password@host:5432/dbname``."""
@@ -206,6 +210,8 @@ class TournamentConfig(_Strict):
 
     @model_validator(mode="after")
     def _has_budget(self) -> TournamentConfig:
+        if self.address is not None and self.backend != "ray":
+            raise ValueError(f"address {self.address!r} is a Ray cluster's address: it needs backend: ray")
         if self.target is None and self.seconds is None and self.steps is None:
             raise ValueError("set at least one of target, seconds or steps, or the tournament would run forever")
         for what, algos in (("hparams", self.hparams), ("generator.ranges", self.generator.ranges)):

@@ -6,13 +6,14 @@ database can hold many tournaments; every row carries its tournament's name. Fou
 
 ``tournaments``  one row per tournament: its config, elapsed time, status and current owner (the
                  orchestrator process that runs it — two orchestrators never run one tournament).
-``pods``         every pod ever started: parent, algorithm, hyperparameters, seed, status
-                 (queued, running, finished, failed, preempted, stopped), result, checkpoint.
+``pods``         every pod ever started: parent, algorithm, hyperparameters, seed, status (a
+                 :class:`~podium.tournament.states.PodStatus`; changes are checked against its allowed
+                 transitions), steps so far, result, checkpoint.
 ``leaderboard``  the top-K entries, at most one per pod (its best result; see :meth:`Leaderboard.offer`):
                  pod id, parent id, algorithm, hyperparameters, env, score mean/std, steps (this pod /
                  along its lineage), wall time, checkpoint, created time.
 ``history``      everything the updater received, in order, and what it decided (entered, rejected,
-                 kept: the pod's earlier, better entry stays; failed).
+                 kept: the pod's earlier, better entry stays; failed; lost: its node died, it resumes).
 
 Writes that must not interleave (offering an entry, claiming a tournament) run in one transaction that
 holds the database's write lock (``BEGIN IMMEDIATE`` on SQLite, a row lock on PostgreSQL).
@@ -33,8 +34,19 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from podium.rundir import TournamentDir
+from podium.tournament.states import ACTIVE, IllegalTransition, PodStatus, check_transition
 
-__all__ = ["DatabaseError", "Entry", "Leaderboard", "PodRecord", "database_url", "redact"]
+__all__ = [
+    "ACTIVE",
+    "DatabaseError",
+    "Entry",
+    "IllegalTransition",
+    "Leaderboard",
+    "PodRecord",
+    "PodStatus",
+    "database_url",
+    "redact",
+]
 
 STALE_AFTER = 60.0
 """Seconds without a heartbeat after which another host may take over a tournament."""
@@ -159,7 +171,7 @@ class PodRecord:
     hparams: dict[str, Any]
     seed: int
     spec: dict[str, Any]
-    status: str
+    status: PodStatus
     run_dir: str
     init_checkpoint: str | None
     handle: str | None
@@ -175,10 +187,8 @@ class PodRecord:
     wall_time: float | None
     checkpoint: str | None
     pruned: bool
-
-
-ACTIVE = ("queued", "running", "preempted")
-"""Pod states that still need the pool (a preempted pod is resumed when there is room)."""
+    """``steps``: env steps of the pod's report once it finished; for a pod that failed or was preempted, those
+    of its last evaluation when it stopped (recorded once then, so nobody re-reads its curve)."""
 
 
 def redact(url: str) -> str:
@@ -329,13 +339,34 @@ class Leaderboard:
     # ----------------------------------------------------------------- pods
     def add_pod(self, **values: Any) -> PodRecord:
         values = {"attempts": 0, "pruned": False, "created": time.time(), **values}
+        try:
+            values["status"] = str(PodStatus(values["status"]))
+        except ValueError:
+            raise IllegalTransition(f"pod {values.get('id')}: {values['status']!r} is not a pod status") from None
         with self._write() as conn:
             conn.execute(sa.insert(_pods).values(tournament=self.name, **values))
         return self.pod(values["id"])
 
     def update_pod(self, pod_id: str, **values: Any) -> None:
+        """Change a pod's fields. A new ``status`` must be one the pod may move to from its current one
+        (:data:`~podium.tournament.states.TRANSITIONS`), checked in the same transaction as the write.
+
+        Raises:
+            IllegalTransition: the status change is not allowed (nothing is written).
+            KeyError: no such pod.
+        """
+        where = (_pods.c.tournament == self.name, _pods.c.id == pod_id)
         with self._write() as conn:
-            conn.execute(sa.update(_pods).where(_pods.c.tournament == self.name, _pods.c.id == pod_id).values(**values))
+            if "status" in values:
+                old = conn.execute(sa.select(_pods.c.status).where(*where)).scalar_one_or_none()
+                if old is None:
+                    raise KeyError(f"no pod {pod_id!r} in tournament {self.name!r}")
+                if values["status"] != old:
+                    values["status"] = str(check_transition(pod_id, old, values["status"]))
+                else:
+                    values.pop("status")
+            if values:
+                conn.execute(sa.update(_pods).where(*where).values(**values))
 
     def pod(self, pod_id: str) -> PodRecord:
         with self.engine.connect() as conn:
@@ -352,7 +383,7 @@ class Leaderboard:
         """All pods (or those in the given states), in the order they were created."""
         query = sa.select(_pods).where(_pods.c.tournament == self.name)
         if status:
-            query = query.where(_pods.c.status.in_(status))
+            query = query.where(_pods.c.status.in_([str(s) for s in status]))
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(_pods.c.number)).mappings().all()
         return [_pod_record(r) for r in rows]
@@ -449,7 +480,8 @@ def _entry(row: Any, rank: int) -> Entry:
 
 
 def _pod_record(row: Any) -> PodRecord:
-    return PodRecord(**{f.name: row[f.name] for f in fields(PodRecord)})
+    values = {f.name: row[f.name] for f in fields(PodRecord)}
+    return PodRecord(**{**values, "status": PodStatus(values["status"])})
 
 
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:

@@ -1,13 +1,17 @@
-"""Orchestrator: runs a tournament — keeps the training pool full, feeds results to the updater, stops at
-the target, the time budget or the step budget, and writes the final report.
+"""Orchestrator: the tournament's runner. It carries out what :func:`podium.tournament.scheduler.decide`
+decides, through a backend, records the results through the updater and shows them (:mod:`.view`).
 
 The loop::
 
-    size the pool from backend.resources()           # elastic: follows the resources while it runs
-    shrink: preempt the youngest pods beyond the size  # they keep their checkpoint and resume later
-    grow:   resume a preempted pod, or plan a new one with the generator, and backend.submit() it
-    backend.poll() -> finished/failed pods -> updater  # leaderboard + history in the database
-    stop?  target reached / seconds / steps / too many failures in a row
+    backend.poll() -> finished / failed / lost pods -> updater   # leaderboard + history in the database
+    state = the database's pods and best score, backend.resources(), elapsed, failures in a row
+    decisions = decide(state)                                     # pure: no process, no file
+    stop?    target reached / seconds / steps / too many failures in a row
+    shrink:  backend.cancel() the pods to preempt                 # they keep their checkpoint, resume later
+    grow:    backend.submit() the pods to resume, and new ones planned by the generator
+
+The runner never asks which backend it drives: each backend is built from the config by its own
+``from_config`` and waits in ``poll`` as long as it likes.
 
 Everything the loop knows is in the database (see :mod:`podium.tournament.leaderboard`), so an
 orchestrator killed at any moment continues with ``podium tournament resume RUN_DIR``: pods still
@@ -20,6 +24,7 @@ log, report and plots).
 from __future__ import annotations
 
 import csv
+import json
 import math
 import time
 import uuid
@@ -33,17 +38,17 @@ from pydantic import ValidationError
 from podium.config import ConfigError, load_yaml
 from podium.pod import build_agent
 from podium.rundir import PodDir, RunDirError, TournamentDir
-from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, make_backend, read_report
+from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, backend_for, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
 from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url
+from podium.tournament.scheduler import MIN_ROUND_SECONDS, Decisions, Rules, State, decide, pool_size
+from podium.tournament.states import PodStatus, StopReason
 from podium.tournament.updater import Updater
 from podium.tournament.view import PoolView
 
-__all__ = ["Orchestrator", "TournamentReport", "open_leaderboard", "preflight"]
+__all__ = ["MIN_ROUND_SECONDS", "Orchestrator", "TournamentReport", "open_leaderboard", "preflight"]
 
-MIN_ROUND_SECONDS = 2.0
-"""A new pod is only started if the tournament has at least this many seconds of budget left."""
 STOP_GRACE = 60.0
 """At the time or step budget, running pods get this long to hand in their (capped) rounds."""
 
@@ -169,7 +174,7 @@ class Orchestrator:
         config: the tournament's config.
         run_dir: its directory.
         board: its leaderboard database.
-        backend: where pods run (default: ``config.backend``).
+        backend: where pods run (default: the one ``config.backend`` names, built from the config).
         progress: live view of the pool (default: when the output is a terminal).
     """
 
@@ -182,10 +187,11 @@ class Orchestrator:
         progress: bool | None = None,
     ) -> None:
         self.config, self.run_dir, self.board = config, run_dir, board
-        self.backend = backend or make_backend(config.backend, **_backend_args(config))
+        self.backend = backend if backend is not None else backend_for(config)
+        self.rules = Rules.of(config)
         self.generator = Generator(config)
         self.updater = Updater(board, config.leaderboard_size)
-        self.view = PoolView(config, live=progress)
+        self.view = PoolView(config, live=progress, backend=self.backend.describe())
         self.capacity: int | None = None
 
     # ----------------------------------------------------------------- construction
@@ -197,28 +203,32 @@ class Orchestrator:
         backend: Backend | str | None = None,
         progress: bool | None = None,
     ) -> Orchestrator:
-        """Check ``config``, create the run directory and the database entry, and return the orchestrator.
+        """Check ``config``, reach the backend, create the run directory and the database entry, and return
+        the orchestrator.
 
         Raises:
             ConfigError: bad config or a run directory that already holds a tournament.
+            BackendError: the backend cannot run it (e.g. a Ray cluster that does not answer); nothing is created.
             DatabaseError: the database cannot be reached (nothing has started).
         """
         if isinstance(backend, str):
             config = config.model_copy(update={"backend": backend})
         preflight(config)
-        run_dir = Path(run_dir) if run_dir is not None else _default_run_dir(config)
+        run_dir = _local_path(run_dir) if run_dir is not None else _default_run_dir(config)
         try:
             TournamentDir(run_dir).claim()
         except RunDirError as exc:
             raise ConfigError(str(exc)) from None
+        runner = backend if isinstance(backend, Backend) else backend_for(config)  # before anything is created
         created = not run_dir.exists()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        run_dir = run_dir.resolve()
-        name = f"{run_dir.name}-{uuid.uuid4().hex[:8]}"
         try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            run_dir = run_dir.resolve()
+            name = f"{run_dir.name}-{uuid.uuid4().hex[:8]}"
             board = Leaderboard(database_url(config.db, run_dir), name)
             board.create(config.model_dump(mode="json"))
         except DatabaseError:
+            runner.shutdown()
             if created:
                 for leftover in TournamentDir(run_dir).database_files():
                     leftover.unlink()
@@ -226,7 +236,7 @@ class Orchestrator:
             raise
         meta = {"name": name, "db": config.db, "config": config.model_dump(mode="json")}
         TournamentDir(run_dir).meta.write_text(yaml.safe_dump(meta, sort_keys=False))
-        return cls(config, run_dir, board, backend if isinstance(backend, Backend) else None, progress)
+        return cls(config, run_dir, board, runner, progress)
 
     @classmethod
     def resume(
@@ -234,9 +244,11 @@ class Orchestrator:
         run_dir: str | Path,
         backend: Backend | str | None = None,
         progress: bool | None = None,
+        address: str | None = None,
         **budget: Any,
     ) -> Orchestrator:
-        """Continue the tournament in ``run_dir`` (after a crash, Ctrl-C or to extend it).
+        """Continue the tournament in ``run_dir`` (after a crash, Ctrl-C or to extend it), on its backend or on
+        ``backend`` (``address``: the Ray cluster's, which may differ from the last run's).
 
         Args:
             budget: new values for ``seconds``, ``steps``, ``target`` or ``max_failures`` (None = keep).
@@ -246,14 +258,20 @@ class Orchestrator:
         changes = {k: v for k, v in budget.items() if v is not None}
         if isinstance(backend, str):
             changes["backend"] = backend
-        config = load_tournament_config(None, **{**meta["config"], **changes})
+            if backend != "ray":
+                changes["address"] = None
+        if address is not None:
+            changes["address"] = address
+        data = {k: v for k, v in {**meta["config"], **changes}.items() if v is not None}  # None: the default
+        config = load_tournament_config(None, **data)
         board = Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
         board.info()
+        runner = backend if isinstance(backend, Backend) else backend_for(config)
         if changes:
             board.update_info(config=config.model_dump(mode="json"))
             meta["config"] = config.model_dump(mode="json")
             TournamentDir(run_dir).meta.write_text(yaml.safe_dump(meta, sort_keys=False))
-        return cls(config, run_dir, board, backend if isinstance(backend, Backend) else None, progress)
+        return cls(config, run_dir, board, runner, progress)
 
     # ----------------------------------------------------------------- the loop
     def run(self, force: bool = False) -> TournamentReport:
@@ -263,7 +281,11 @@ class Orchestrator:
             DatabaseError: another orchestrator runs this tournament (``force`` takes over a stale one).
         """
         board = self.board
-        board.claim(force=force)
+        try:
+            board.claim(force=force)
+        except DatabaseError:
+            self.backend.shutdown()
+            raise
         info = board.info()
         self._elapsed0, self._t0 = float(info["elapsed"]), time.monotonic()
         self._time_to_target = info["time_to_target"]
@@ -271,34 +293,48 @@ class Orchestrator:
         self._last_error = ""
         self._last_beat = 0.0
         self.view.start(self.run_dir)
-        stop = "interrupted"
+        stop = StopReason.INTERRUPTED
         try:
             self._reconcile()
             stop = self._loop()
         except KeyboardInterrupt:
-            stop = "interrupted"
+            stop = StopReason.INTERRUPTED
         finally:
             self._wind_down(stop)
             self.view.stop()
         report = self._report(stop)
-        board.release("interrupted" if stop == "interrupted" else "finished", stop_reason=stop, elapsed=report.elapsed)
+        status = "interrupted" if stop == StopReason.INTERRUPTED else "finished"
+        board.release(status, stop_reason=str(stop), elapsed=report.elapsed)
         board.close()
         return report
 
     def elapsed(self) -> float:
         return self._elapsed0 + time.monotonic() - self._t0
 
-    def _loop(self) -> str:
+    def _loop(self) -> StopReason:
         while True:
-            for outcome in self.backend.poll(0.25 if self.backend.name != "inline" else 0.0):
+            for outcome in self.backend.poll():
                 self._collect(outcome)
             self._beat()
-            stop = self._stop_reason()
-            if stop:
-                return stop
-            self._resize()
-            self._fill()
+            state = self.state()
+            decisions = decide(state)
+            if decisions.stop is not None:
+                return decisions.stop
+            self._apply(decisions, state)
             self.view.update(self.board, self.elapsed(), self.capacity or 0)
+
+    def state(self) -> State:
+        """What :func:`~podium.tournament.scheduler.decide` decides from: the database's pods and best score,
+        the backend's resources, the elapsed time and the failures in a row."""
+        entries = self.board.entries()
+        return State(
+            rules=self.rules,
+            pods=tuple(self.board.pods()),
+            best=entries[0].score_mean if entries else None,
+            resources=self.backend.resources(),
+            elapsed=self.elapsed(),
+            failures_in_row=self._failures_in_row,
+        )
 
     def _beat(self) -> None:
         now = time.monotonic()
@@ -306,46 +342,35 @@ class Orchestrator:
             self.board.heartbeat(self.elapsed())
             self._last_beat = now
 
-    def _stop_reason(self) -> str | None:
-        c = self.config
-        entries = self.board.entries()
-        if c.target is not None and entries and entries[0].score_mean >= c.target:
-            return "target"
-        if self._failures_in_row >= c.max_failures:
-            return "failures"
-        if c.seconds is not None and self.elapsed() >= c.seconds:
-            return "seconds"
-        if c.steps is not None and self._steps_done() >= c.steps:
-            return "steps"
-        return None
-
-    def _steps_done(self) -> int:
-        return sum(_pod_steps(p) for p in self.board.pods("finished", "failed", "preempted"))
-
-    # ----------------------------------------------------------------- pool size
     def pool_size(self, resources: Resources) -> int:
         """Pods that fit in ``resources`` given each pod's declared need, clamped to ``[pool.min, pool.max]``."""
-        pool = self.config.pool
-        fits = math.floor(resources.cpus / pool.cpus_per_pod + 1e-9)
-        if pool.gpus_per_pod > 0:
-            fits = min(fits, math.floor(resources.gpus / pool.gpus_per_pod + 1e-9))
-        return max(pool.min, min(pool.max, fits))
+        return pool_size(self.rules, resources)
 
-    def _resize(self) -> None:
-        resources = self.backend.resources()
-        size = self.pool_size(resources)
-        running = self.board.pods("running")
-        if size != self.capacity:
+    # ----------------------------------------------------------------- carrying out decisions
+    def _apply(self, decisions: Decisions, state: State) -> None:
+        if decisions.pool_size != self.capacity:
+            r = state.resources
             self.view.event(
-                f"pool: {self.capacity if self.capacity is not None else 0} -> {size} pods "
-                f"(resources: {resources.cpus:g} CPUs, {resources.gpus:g} GPUs)"
+                f"pool: {self.capacity if self.capacity is not None else 0} -> {decisions.pool_size} pods "
+                f"(resources: {r.cpus:g} CPUs, {r.gpus:g} GPUs)"
             )
-            self.capacity = size
-            self._log_pool(resources, size, len(running))
-        for pod in sorted(running, key=lambda p: p.started or 0.0, reverse=True)[: max(0, len(running) - size)]:
-            self.backend.cancel(pod.id)
-            self.board.update_pod(pod.id, status="preempted", handle=None)
-            self.view.event(f"{pod.id} ({pod.algo}) preempted: the pool shrank; it will resume when there is room")
+            self.capacity = decisions.pool_size
+            running = sum(p.status == PodStatus.RUNNING for p in state.pods)
+            self._log_pool(r, decisions.pool_size, running)
+        pods = {p.id: p for p in state.pods}
+        for pod_id in decisions.preempt:
+            self._preempt(pods[pod_id])
+            algo = pods[pod_id].algo
+            self.view.event(f"{pod_id} ({algo}) preempted: the pool shrank; it will resume when there is room")
+        for pod_id in decisions.resume:
+            self._submit(pods[pod_id], resume=True)
+        for _ in range(decisions.start):
+            self._submit(self._plan(decisions.round_seconds), resume=False)
+
+    def _preempt(self, pod: PodRecord) -> None:
+        """Stop a running pod now (it keeps its checkpoint) and record it as preempted, with its steps so far."""
+        self.backend.cancel(pod.id)
+        self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
 
     def _log_pool(self, resources: Resources, size: int, running: int) -> None:
         path = TournamentDir(self.run_dir).pool
@@ -356,30 +381,14 @@ class Orchestrator:
                 writer.writerow(["elapsed", "cpus", "gpus", "pool_size", "running"])
             writer.writerow([round(self.elapsed(), 3), resources.cpus, resources.gpus, size, running])
 
-    def _budget_left(self) -> bool:
-        c = self.config
-        if c.seconds is not None and c.seconds - self.elapsed() < MIN_ROUND_SECONDS:
-            return False
-        return not (c.steps is not None and self._steps_done() >= c.steps)
-
-    def _fill(self) -> None:
-        while len(self.board.pods("running")) < (self.capacity or 0) and self._budget_left():
-            preempted = self.board.pods("preempted")
-            if preempted:
-                self._submit(preempted[0], resume=True)
-            else:
-                self._submit(self._plan(), resume=False)
-
-    def _plan(self) -> PodRecord:
+    def _plan(self, round_seconds: float | None) -> PodRecord:
         pods = self.board.pods()
-        running = [p.algo for p in pods if p.status == "running"]
+        running = [p.algo for p in pods if p.status == PodStatus.RUNNING]
         number = self.board.take_pod_number()
         plan = self.generator.next(number, self.board.entries(), running, [p.algo for p in pods])
         spec = plan.spec
-        c = self.config
-        if c.seconds is not None:  # a round (plus its start-up and final evaluation) never outlasts the tournament
-            left = max(MIN_ROUND_SECONDS, c.seconds - self.elapsed() - self._overhead())
-            spec = spec.model_copy(update={"seconds": min(spec.seconds or math.inf, left)})
+        if round_seconds is not None:  # a round (plus its start-up and final evaluation) never outlasts the tournament
+            spec = spec.model_copy(update={"seconds": min(spec.seconds or math.inf, round_seconds)})
         pod_id = f"p{number:04d}"
         record = self.board.add_pod(
             id=pod_id,
@@ -390,7 +399,7 @@ class Orchestrator:
             hparams=effective_hparams(spec),
             seed=spec.seed,
             spec=spec.model_dump(mode="json"),
-            status="queued",
+            status=PodStatus.QUEUED,
             run_dir=str(TournamentDir(self.run_dir).pod(pod_id).root),
             init_checkpoint=spec.init_checkpoint,
         )
@@ -403,16 +412,6 @@ class Orchestrator:
         self.view.event(f"{pod_id} {spec.algo} started {origin}")
         return record
 
-    def _overhead(self) -> float:
-        """Seconds a pod spends outside its training budget (process start, building, final evaluation,
-        reporting): the median over the pods finished so far, 0 before the first."""
-        spent = sorted(
-            (p.ended - p.started) - (p.wall_time or 0.0)
-            for p in self.board.pods("finished")
-            if p.ended and p.started and p.attempts == 1
-        )
-        return max(0.0, spent[len(spent) // 2]) if spent else 0.0
-
     def _submit(self, pod: PodRecord, resume: bool) -> None:
         from podium.config import PodSpec
 
@@ -421,7 +420,9 @@ class Orchestrator:
         if resume:
             self.view.event(f"{pod.id} {pod.algo} resumed from its last checkpoint")
         handle = self.backend.submit(PodJob(pod.id, PodSpec(**pod.spec), run_dir, resume=resume))
-        self.board.update_pod(pod.id, status="running", handle=handle, started=time.time(), attempts=pod.attempts + 1)
+        self.board.update_pod(
+            pod.id, status=PodStatus.RUNNING, handle=handle, started=time.time(), attempts=pod.attempts + 1
+        )
 
     # ----------------------------------------------------------------- results
     def _collect(self, outcome: PodOutcome) -> None:
@@ -440,68 +441,74 @@ class Orchestrator:
             if target is not None and r.score_mean >= target and self._time_to_target is None:
                 self._time_to_target = elapsed
                 self.board.update_info(time_to_target=elapsed)
+        elif outcome.lost:
+            reason = outcome.error or "its machine went away"
+            self.updater.lose(pod, reason, elapsed, steps=_curve_steps(pod))
+            self.view.event(f"{pod.id} {pod.algo} lost ({reason}); it will resume from its last checkpoint")
         else:
             error = outcome.error or "unknown error"
-            self.updater.fail(pod, error, elapsed)
+            self.updater.fail(pod, error, elapsed, steps=_curve_steps(pod))
             self._failures_in_row += 1
             self._last_error = f"{pod.id} ({pod.algo}): {error}"
             self.view.event(f"{pod.id} {pod.algo} FAILED: {error} (log: {PodDir(pod.run_dir).log})")
 
     def _reconcile(self) -> None:
         """Pick up the pods an earlier orchestrator left behind (it was killed or interrupted)."""
-        for pod in self.board.pods("running", "queued"):
+        for pod in self.board.pods(PodStatus.RUNNING, PodStatus.QUEUED):
             if pod.handle and self.backend.adopt(pod.id, pod.handle, Path(pod.run_dir)):
                 self.view.event(f"{pod.id} {pod.algo} still running: adopted")
                 continue
             report = read_report(Path(pod.run_dir))
-            if report is not None and pod.status == "running":
+            if report is not None and pod.status == PodStatus.RUNNING:
                 self._collect(PodOutcome(pod.id, report))
             else:
-                self.board.update_pod(pod.id, status="preempted", handle=None)
+                self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
+        for pod in self.board.pods(PodStatus.PREEMPTED, PodStatus.FAILED):
+            if pod.steps is None:  # recorded by an older podium, which read the curve on every turn instead
+                self.board.update_pod(pod.id, steps=_curve_steps(pod))
 
-    def _wind_down(self, stop: str) -> None:
+    def _wind_down(self, stop: StopReason) -> None:
         """At the end: let running pods hand in their rounds (time/step budget), preempt the rest."""
-        if stop in ("seconds", "steps"):
-            deadline = time.monotonic() + STOP_GRACE
-            while self.board.pods("running") and time.monotonic() < deadline:
-                for outcome in self.backend.poll(0.25):
-                    self._collect(outcome)
-        for pod in self.board.pods("running"):
-            self.backend.cancel(pod.id)
-            self.board.update_pod(pod.id, status="preempted", handle=None)
-        self.backend.shutdown()
+        try:
+            if stop.drains:
+                deadline = time.monotonic() + STOP_GRACE
+                while self.board.pods(PodStatus.RUNNING) and time.monotonic() < deadline:
+                    for outcome in self.backend.poll():
+                        self._collect(outcome)
+            for pod in self.board.pods(PodStatus.RUNNING):
+                self._preempt(pod)
+        finally:
+            self.backend.shutdown()
 
     # ----------------------------------------------------------------- the report
-    def _report(self, stop: str) -> TournamentReport:
+    def _report(self, stop: StopReason) -> TournamentReport:
         entries = self.board.entries()
         pods = self.board.pods()
         champion = entries[0] if entries else None
         lineage = [asdict(p) for p in self.board.lineage(champion.pod_id)] if champion else []
         target = self.config.target
         messages = {
-            "target": "the leaderboard reached the target",
-            "seconds": "the time budget is spent",
-            "steps": "the step budget is spent",
-            "failures": f"{self.config.max_failures} pods failed in a row; the last: {self._last_error}",
-            "interrupted": f"interrupted; continue with: podium tournament resume {self.run_dir}",
+            StopReason.TARGET: "the leaderboard reached the target",
+            StopReason.SECONDS: "the time budget is spent",
+            StopReason.STEPS: "the step budget is spent",
+            StopReason.FAILURES: f"{self.config.max_failures} pods failed in a row; the last: {self._last_error}",
+            StopReason.INTERRUPTED: f"interrupted; continue with: podium tournament resume {self.run_dir}",
         }
         report = TournamentReport(
             run_dir=str(self.run_dir),
             name=self.board.name,
-            stop_reason=stop,
+            stop_reason=str(stop),
             elapsed=self.elapsed(),
             reached_target=bool(target is not None and champion and champion.score_mean >= target),
             time_to_target=self._time_to_target,
             champion=champion,
             lineage=lineage,
             entries=entries,
-            pods_started=sum(p.status != "queued" for p in pods),
-            pods_failed=sum(p.status == "failed" for p in pods),
+            pods_started=sum(p.status != PodStatus.QUEUED for p in pods),
+            pods_failed=sum(p.status == PodStatus.FAILED for p in pods),
             total_steps=sum(_pod_steps(p) for p in pods),
-            message=messages.get(stop, stop),
+            message=messages[stop],
         )
-        import json
-
         layout = TournamentDir(self.run_dir)
         layout.report.write_text(json.dumps(report.to_dict(), indent=1, default=str))
         from podium.tournament.plots import plot_champion, plot_progress
@@ -512,18 +519,30 @@ class Orchestrator:
 
 
 def _pod_steps(pod: PodRecord) -> int:
-    """Env steps a pod took: from its report if it finished, else from its curve (the last evaluation)."""
-    if pod.status == "finished":
-        return int(pod.steps or 0)
+    """Env steps a pod took: recorded when it finished, failed or was preempted; else from its curve."""
+    if pod.steps is not None and pod.status != PodStatus.RUNNING:
+        return int(pod.steps)
+    return _curve_steps(pod) or 0
+
+
+def _curve_steps(pod: PodRecord) -> int | None:
+    """The env steps of a pod's last evaluation (its curve's last row), None before its first."""
     try:
-        rows = list(csv.DictReader(PodDir(pod.run_dir).curve.open()))
+        with PodDir(pod.run_dir).curve.open() as f:
+            rows = list(csv.DictReader(f))
     except (FileNotFoundError, csv.Error):
-        return 0
-    return int(float(rows[-1]["step"])) if rows else 0
+        return None
+    return int(float(rows[-1]["step"])) if rows else None
 
 
-def _backend_args(config: TournamentConfig) -> dict[str, Any]:
-    return {"cpus_per_pod": config.pool.cpus_per_pod} if config.backend == "process" else {}
+def _local_path(run_dir: str | Path) -> Path:
+    """``run_dir`` as a local path; a URL (``s3://...``) is refused with what to do instead."""
+    if "://" in str(run_dir):
+        raise ConfigError(
+            f"run directory {run_dir}: URLs are not supported yet; give a path that every machine running pods "
+            "reaches at the same place (a shared file system such as NFS, or a bucket mounted with a FUSE driver)"
+        )
+    return Path(run_dir)
 
 
 def _default_run_dir(config: TournamentConfig) -> Path:

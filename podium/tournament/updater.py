@@ -9,7 +9,8 @@ the history.
   earlier entry stays — unless that entry's checkpoint no longer holds the policy that earned it (the
   resumed pod overwrote it with a weaker one), in which case the new result takes its place on its own merit.
   An entry's checkpoint is checked through the score a pod's best checkpoint records when it is saved.
-* Every result — entered, rejected, kept or failed — is appended to the history table.
+* Every result — entered, rejected, kept, failed or lost (the pod's machine went away: it is preempted and
+  resumes from its checkpoint, which is not a failure) — is appended to the history table.
 * Checkpoints of pods that are neither on the leaderboard nor the starting point of a pod still in the
   pool are deleted (curves, logs and any snapshots stay), so a long tournament does not fill the disk.
 """
@@ -22,7 +23,8 @@ from typing import Any
 from podium.pod import PodReport
 from podium.rundir import PodDir
 from podium.store import CheckpointError, load_checkpoint
-from podium.tournament.leaderboard import ACTIVE, Entry, Leaderboard, PodRecord
+from podium.tournament.leaderboard import Entry, Leaderboard, PodRecord
+from podium.tournament.states import ACTIVE, FINAL, PodStatus
 
 __all__ = ["Updater", "checkpoint_holds"]
 
@@ -62,7 +64,7 @@ class Updater:
         rank, _dropped = self.board.offer(entry, self.size, still_holds=checkpoint_holds)
         self.board.update_pod(
             pod.id,
-            status="finished",
+            status=PodStatus.FINISHED,
             ended=time.time(),
             score_mean=entry.score_mean,
             score_std=entry.score_std,
@@ -91,18 +93,24 @@ class Updater:
         self.prune()
         return rank
 
-    def fail(self, pod: PodRecord, error: str, elapsed: float) -> None:
-        """Record that ``pod`` failed with ``error``."""
-        self.board.update_pod(pod.id, status="failed", ended=time.time(), error=error)
+    def fail(self, pod: PodRecord, error: str, elapsed: float, steps: int | None = None) -> None:
+        """Record that ``pod`` failed with ``error`` after ``steps`` env steps (its last evaluation's)."""
+        self.board.update_pod(pod.id, status=PodStatus.FAILED, ended=time.time(), error=error, steps=steps)
         self.board.record(pod_id=pod.id, elapsed=elapsed, outcome="failed", algo=pod.algo, error=error)
         self.prune()
+
+    def lose(self, pod: PodRecord, reason: str, elapsed: float, steps: int | None = None) -> None:
+        """Record that ``pod`` was lost with the machine it ran on (``reason``): it is preempted, to resume from
+        its last checkpoint, and the history says so (outcome ``lost``)."""
+        self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=steps)
+        self.board.record(pod_id=pod.id, elapsed=elapsed, outcome="lost", algo=pod.algo, error=reason)
 
     def prune(self) -> list[str]:
         """Delete the checkpoints that nothing needs any more; returns the pod ids pruned."""
         keep = {e.checkpoint for e in self.board.entries()}
         keep |= {p.init_checkpoint for p in self.board.pods(*ACTIVE) if p.init_checkpoint}
         pruned = []
-        for pod in self.board.pods("finished", "failed"):
+        for pod in self.board.pods(*FINAL):
             if pod.pruned:
                 continue
             run = PodDir(pod.run_dir)

@@ -127,11 +127,18 @@ def _last_eval(run_dir: str) -> str:
 
 class PoolView:
     """What a running tournament prints: a line per event (start, pod started/finished/failed/preempted/
-    resumed), and either a live view of the pool and the leaderboard (``live``; None: when stdout is a
+    resumed, lost), and either a live view of the pool and the leaderboard (``live``; None: when stdout is a
     terminal) or, without one, a status line every ``status_every`` seconds."""
 
-    def __init__(self, config: TournamentConfig, live: bool | None = None, status_every: float = STATUS_EVERY) -> None:
+    def __init__(
+        self,
+        config: TournamentConfig,
+        live: bool | None = None,
+        status_every: float = STATUS_EVERY,
+        backend: str | None = None,
+    ) -> None:
         self.config = config
+        self.backend = backend or f"{config.backend} backend"
         self.console = Console()
         self.live_on = self.console.is_terminal if live is None else live
         self.status_every = status_every
@@ -146,7 +153,7 @@ class PoolView:
         )
         ratio = ":".join(f"{v:g}" for v in c.algos.values())
         self.event(
-            f"tournament on {c.env}: {'/'.join(c.algos)} = {ratio}, {c.backend} backend, "
+            f"tournament on {c.env}: {'/'.join(c.algos)} = {ratio}, {self.backend}, "
             f"pool {c.pool.min}-{c.pool.max}, stop at {budget}; run dir {run_dir}"
         )
         if self.live_on:

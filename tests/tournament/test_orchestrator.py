@@ -167,3 +167,5 @@ def test_a_run_dir_cannot_hold_two_tournaments_and_resume_needs_one(tmp_path):
         tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
     with pytest.raises(ConfigError, match="holds no tournament"):
         resume_tournament(tmp_path / "nothing")
+    with pytest.raises(ConfigError, match="URLs are not supported yet; give a path that every machine"):
+        tournament(run_dir="s3://bucket/run", progress=False, steps=2048, **_config())

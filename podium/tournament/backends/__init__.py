@@ -1,30 +1,61 @@
-"""Backends run pods for the orchestrator. The interface is small on purpose, so that a new one (Ray
-actors on a cluster) drops in beside the two that exist:
+"""Backends run pods for the orchestrator. The interface is small on purpose, so that each backend is an
+addition beside the others and nothing outside a backend knows which one runs:
 
 * :class:`~podium.tournament.backends.inline.InlineBackend` — pods run one at a time in this process
   (tests, debugging, stepping through with a debugger);
 * :class:`~podium.tournament.backends.process.ProcessBackend` — each pod is a local subprocess with
-  its torch threads pinned (the default).
+  its torch threads pinned (the default);
+* :class:`~podium.tournament.backends.ray.RayBackend` — each pod is a Ray actor on a Ray cluster
+  (``pip install 'podium[ray]'``).
 
-A backend reports the resources it can give the tournament (:meth:`Backend.resources`); the
-orchestrator sizes the pool from them and calls :meth:`Backend.submit`, :meth:`Backend.poll` and
-:meth:`Backend.cancel`. A pod's results travel through its run directory: ``report.json`` when it
-finished, ``error.txt`` when it failed.
+A backend is made from the tournament's config by its own :meth:`Backend.from_config` (the one place that
+reads the options it needs), reports the resources it can give the tournament (:meth:`Backend.resources`;
+the pool is sized from them), and runs what it is given: :meth:`Backend.submit`, :meth:`Backend.poll` (how
+long it waits is its own business), :meth:`Backend.cancel`. A pod's results travel through its run
+directory: ``report.json`` when it finished, ``error.txt`` when it failed.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from podium.config import PodSpec
 from podium.pod import PodReport
 from podium.rundir import PodDir
 
-__all__ = ["Backend", "PodJob", "PodOutcome", "Resources", "make_backend", "read_report"]
+if TYPE_CHECKING:
+    from podium.tournament.config import TournamentConfig
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendError",
+    "PodJob",
+    "PodOutcome",
+    "Resources",
+    "backend_class",
+    "backend_for",
+    "make_backend",
+    "read_report",
+]
+
+BACKENDS: dict[str, str] = {
+    "inline": "podium.tournament.backends.inline:InlineBackend",
+    "process": "podium.tournament.backends.process:ProcessBackend",
+    "ray": "podium.tournament.backends.ray:RayBackend",
+}
+"""Backend name (``TournamentConfig.backend``) -> ``module:class``, imported only when chosen."""
+
+
+class BackendError(RuntimeError):
+    """A backend cannot run the tournament as configured (a cluster that does not answer, a pod bigger than
+    any machine, a missing package); the message gives the numbers and the fix. Raised before any pod starts."""
 
 
 @dataclass(frozen=True)
@@ -47,17 +78,35 @@ class PodJob:
 
 @dataclass(frozen=True)
 class PodOutcome:
-    """A pod that stopped running: ``report`` if it finished, else ``error`` (what went wrong)."""
+    """A pod that stopped running: ``report`` if it finished, else ``error`` (what went wrong). ``lost``: the
+    pod did nothing wrong, the machine it ran on went away (a Ray node died); it resumes from its last
+    checkpoint instead of counting as a failure."""
 
     pod_id: str
     report: PodReport | None
     error: str | None = None
+    lost: bool = False
 
 
 class Backend(ABC):
-    """Where pods run. Subclasses implement the five methods below."""
+    """Where pods run. Subclasses implement the four abstract methods below."""
 
     name: str = "backend"
+    tick: float = 0.25
+    """Seconds :meth:`poll` waits by default: the orchestrator's loop turns at this pace."""
+
+    @classmethod
+    def from_config(cls, config: TournamentConfig) -> Backend:
+        """This backend with the options ``config`` gives it (the only place a backend reads the config).
+
+        Raises:
+            BackendError: it cannot run this tournament (the message says why, with the numbers).
+        """
+        return cls()
+
+    def describe(self) -> str:
+        """A few words for the tournament's first line, e.g. ``process backend``."""
+        return f"{self.name} backend"
 
     @abstractmethod
     def resources(self) -> Resources:
@@ -68,8 +117,9 @@ class Backend(ABC):
         """Start ``job``; returns a handle the orchestrator stores (e.g. ``host:pid``) for :meth:`adopt`."""
 
     @abstractmethod
-    def poll(self, timeout: float) -> list[PodOutcome]:
-        """Wait up to ``timeout`` seconds for pods to stop; return those that did (finished or failed)."""
+    def poll(self, timeout: float | None = None) -> list[PodOutcome]:
+        """Wait up to ``timeout`` seconds (default: :attr:`tick`) for pods to stop; return those that did
+        (finished, failed or lost)."""
 
     @abstractmethod
     def cancel(self, pod_id: str) -> None:
@@ -84,17 +134,22 @@ class Backend(ABC):
         return None
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The backend class registered as ``name`` in :data:`BACKENDS`."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}: choose from {', '.join(BACKENDS)}")
+    module, _, cls = BACKENDS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
 def make_backend(name: str, **kwargs: object) -> Backend:
-    """A backend by name: ``inline`` or ``process``."""
-    if name == "inline":
-        from podium.tournament.backends.inline import InlineBackend
+    """A backend by name (``inline``, ``process``, ``ray``) with explicit options."""
+    return backend_class(name)(**kwargs)
 
-        return InlineBackend(**kwargs)  # type: ignore[arg-type]
-    if name == "process":
-        from podium.tournament.backends.process import ProcessBackend
 
-        return ProcessBackend(**kwargs)  # type: ignore[arg-type]
-    raise ValueError(f"unknown backend {name!r}: use 'process' (local subprocesses) or 'inline' (this process)")
+def backend_for(config: TournamentConfig) -> Backend:
+    """The backend ``config.backend`` names, with the options it reads from ``config``."""
+    return backend_class(config.backend).from_config(config)
 
 
 def local_cpus() -> int:

@@ -23,6 +23,7 @@ class InlineBackend(Backend):
     """Runs submitted pods in this process, one per :meth:`poll` call, in the order submitted."""
 
     name = "inline"
+    tick = 0.0  # a poll runs a whole pod: the loop never needs to wait
 
     def __init__(self, resources: Resources | Callable[[], Resources] | None = None) -> None:
         self._resources = resources
@@ -37,7 +38,7 @@ class InlineBackend(Backend):
         self._queue.append(job)
         return f"inline:{job.pod_id}"
 
-    def poll(self, timeout: float) -> list[PodOutcome]:
+    def poll(self, timeout: float | None = None) -> list[PodOutcome]:
         if not self._queue:
             return []
         job = self._queue.pop(0)

@@ -34,6 +34,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from podium.config import PodSpec
 from podium.pod import PodInterrupted
@@ -48,6 +49,9 @@ from podium.tournament.backends import (
     read_report,
     run_job,
 )
+
+if TYPE_CHECKING:
+    from podium.tournament.config import TournamentConfig
 
 __all__ = ["ProcessBackend"]
 
@@ -95,6 +99,10 @@ class ProcessBackend(Backend):
         self.reuse = reuse
         self.idle_timeout = idle_timeout
         self._host = socket.gethostname()
+
+    @classmethod
+    def from_config(cls, config: TournamentConfig) -> ProcessBackend:
+        return cls(cpus_per_pod=config.pool.cpus_per_pod)
 
     def resources(self) -> Resources:
         if self._resources is not None:
@@ -163,8 +171,8 @@ class ProcessBackend(Backend):
         self._running[pod_id] = _Running(Path(run_dir), pid, None, None)
         return True
 
-    def poll(self, timeout: float) -> list[PodOutcome]:
-        deadline = time.monotonic() + timeout
+    def poll(self, timeout: float | None = None) -> list[PodOutcome]:
+        deadline = time.monotonic() + (self.tick if timeout is None else timeout)
         while True:
             done = []
             for pod_id, run in list(self._running.items()):

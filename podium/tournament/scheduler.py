@@ -1,0 +1,176 @@
+"""The tournament's decisions: a pure function of what the database says, tested without processes.
+
+:func:`decide` takes a :class:`State` — the pods and their statuses, the leaderboard's best score, the
+resources the backend reports, the elapsed time, the failures in a row, and the :class:`Rules` taken from
+the config — and returns :class:`Decisions`: the pool size, which running pods to preempt, which
+preempted pods to resume, how many new pods to start (a failed or finished pod is *replaced* by a new one
+in its slot), how long a new pod's round may be, and whether and why to stop. It reads no file, starts no
+process and has no clock: the runner (:mod:`podium.tournament.orchestrator`) gathers the state, calls it,
+and carries the decisions out through a backend. This is how Ray Tune splits a scheduler from its executor.
+
+The rules, in order:
+
+1. **Stop** when the leaderboard's best reaches the target, after ``max_failures`` failures in a row,
+   when the time budget or the step budget is spent (steps = those of every pod that is not running).
+2. **Pool size** = the pods the resources hold (``floor(cpus / cpus_per_pod)``, and the same for GPUs when
+   pods need them), clamped to ``[pool.min, pool.max]``.
+3. **Shrink**: beyond the pool size, the youngest running pods are preempted (they resume later).
+4. **Grow**: free slots resume preempted pods first (oldest pod first), then start new ones — unless less
+   than :data:`MIN_ROUND_SECONDS` of the time budget is left, or the step budget is spent.
+5. **Round length**: a new pod's round never outlasts the tournament: it is capped at the seconds left
+   minus the pods' overhead (start-up, final evaluation, reporting: the median over the pods finished so
+   far in one attempt).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from podium.tournament.backends import Resources
+from podium.tournament.config import TournamentConfig
+from podium.tournament.leaderboard import PodRecord
+from podium.tournament.states import PodStatus, StopReason
+
+__all__ = ["MIN_ROUND_SECONDS", "Decisions", "Rules", "State", "decide", "overhead", "pool_size", "steps_done"]
+
+MIN_ROUND_SECONDS = 2.0
+"""A new pod is only started if the tournament has at least this many seconds of budget left."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What the config says about stopping and sizing (see :class:`~podium.tournament.config.TournamentConfig`)."""
+
+    target: float | None = None
+    seconds: float | None = None
+    steps: int | None = None
+    max_failures: int = 5
+    pool_min: int = 1
+    pool_max: int = 8
+    cpus_per_pod: float = 1.0
+    gpus_per_pod: float = 0.0
+
+    @classmethod
+    def of(cls, config: TournamentConfig) -> Rules:
+        pool = config.pool
+        return cls(
+            target=config.target,
+            seconds=config.seconds,
+            steps=config.steps,
+            max_failures=config.max_failures,
+            pool_min=pool.min,
+            pool_max=pool.max,
+            cpus_per_pod=pool.cpus_per_pod,
+            gpus_per_pod=pool.gpus_per_pod,
+        )
+
+
+@dataclass(frozen=True)
+class State:
+    """A snapshot of the tournament, as the database and the backend tell it.
+
+    Attributes:
+        rules: the config's stopping and sizing rules.
+        pods: every pod of the tournament, in pod order (``steps`` of a pod that is not running are its
+            steps so far, see :class:`~podium.tournament.leaderboard.PodRecord`).
+        best: the leaderboard's best evaluation mean (None while it is empty).
+        resources: what the backend can give the tournament now.
+        elapsed: seconds the tournament has run (over all resumes).
+        failures_in_row: pod failures since the last pod that finished.
+    """
+
+    rules: Rules
+    pods: Sequence[PodRecord]
+    best: float | None
+    resources: Resources
+    elapsed: float
+    failures_in_row: int = 0
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """What the runner does next.
+
+    Attributes:
+        pool_size: pods the pool holds now.
+        stop: why the tournament stops now (None: it goes on; nothing else is decided then).
+        preempt: running pods to stop now (they keep their checkpoint and resume later), youngest first.
+        resume: preempted pods to run again from their last checkpoint, in this order.
+        start: new pods to plan with the generator and run (fresh or children of leaderboard entries).
+        round_seconds: the longest round a new pod may have (None: no time budget).
+    """
+
+    pool_size: int
+    stop: StopReason | None = None
+    preempt: tuple[str, ...] = ()
+    resume: tuple[str, ...] = ()
+    start: int = 0
+    round_seconds: float | None = None
+
+
+def pool_size(rules: Rules, resources: Resources) -> int:
+    """Pods that fit in ``resources`` given each pod's declared need, clamped to ``[pool_min, pool_max]``."""
+    fits = math.floor(resources.cpus / rules.cpus_per_pod + 1e-9)
+    if rules.gpus_per_pod > 0:
+        fits = min(fits, math.floor(resources.gpus / rules.gpus_per_pod + 1e-9))
+    return max(rules.pool_min, min(rules.pool_max, fits))
+
+
+def steps_done(pods: Sequence[PodRecord]) -> int:
+    """Env steps of every pod that is not running (finished: its report; failed or preempted: its last
+    evaluation when it stopped). A running pod's steps count once it reports or stops."""
+    return sum(int(p.steps or 0) for p in pods if p.status not in (PodStatus.RUNNING, PodStatus.QUEUED))
+
+
+def overhead(pods: Sequence[PodRecord]) -> float:
+    """Seconds a pod spends outside its training budget (process start, building, final evaluation,
+    reporting): the median over the pods that finished in one attempt, 0 before the first."""
+    spent = sorted(
+        (p.ended - p.started) - (p.wall_time or 0.0)
+        for p in pods
+        if p.status == PodStatus.FINISHED and p.ended and p.started and p.attempts == 1
+    )
+    return max(0.0, spent[len(spent) // 2]) if spent else 0.0
+
+
+def stop_reason(state: State) -> StopReason | None:
+    """Why the tournament stops now, or None."""
+    r = state.rules
+    if r.target is not None and state.best is not None and state.best >= r.target:
+        return StopReason.TARGET
+    if state.failures_in_row >= r.max_failures:
+        return StopReason.FAILURES
+    if r.seconds is not None and state.elapsed >= r.seconds:
+        return StopReason.SECONDS
+    if r.steps is not None and steps_done(state.pods) >= r.steps:
+        return StopReason.STEPS
+    return None
+
+
+def decide(state: State) -> Decisions:
+    """The runner's next moves given ``state`` (see the module's rules)."""
+    r = state.rules
+    size = pool_size(r, state.resources)
+    stop = stop_reason(state)
+    if stop is not None:
+        return Decisions(size, stop=stop)
+    running = sorted(
+        (p for p in state.pods if p.status == PodStatus.RUNNING), key=lambda p: p.started or 0.0, reverse=True
+    )
+    preempt = tuple(p.id for p in running[: max(0, len(running) - size)])
+    free = size - (len(running) - len(preempt))
+    budget_left = not (r.seconds is not None and r.seconds - state.elapsed < MIN_ROUND_SECONDS)
+    if r.steps is not None and steps_done(state.pods) >= r.steps:
+        budget_left = False
+    resume: tuple[str, ...] = ()
+    start = 0
+    if free > 0 and budget_left:
+        waiting = [p.id for p in state.pods if p.status == PodStatus.PREEMPTED]
+        resume = tuple(waiting[:free])
+        start = free - len(resume)
+    round_seconds = None
+    if r.seconds is not None:
+        round_seconds = max(MIN_ROUND_SECONDS, r.seconds - state.elapsed - overhead(state.pods))
+    return Decisions(size, preempt=preempt, resume=resume, start=start, round_seconds=round_seconds)
