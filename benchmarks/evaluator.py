@@ -48,20 +48,23 @@ def main() -> None:
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--eval-every", type=int, default=5_000)
-    parser.add_argument("--repeats", type=int, default=2, help="runs per cell; the median is reported")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per cell, round-robin; the median is reported")
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     budgets = [cores[:1]] + ([cores] if len(cores) > 1 else [])
     print(f"machine: {platform.machine()}, {len(cores)} cores, torch {torch.__version__}")
     print(f"{args.algo} on {args.env}: {args.steps:,} env steps, evaluation every {args.eval_every:,} steps")
     print(f"{'cores':>5} {'eval_mode':<9} {'wall s':>8} {'steps/s':>9} {'x baseline':>10} {'evals':>6} {'eval s':>7}")
+    modes = ("none", "inline", "thread", "process")
     for budget in budgets:
         os.sched_setaffinity(0, budget)
-        base = None
-        for mode in ("none", "inline", "thread", "process"):
-            results = sorted(run(args.env, args.algo, args.steps, args.eval_every, mode) for _ in range(args.repeats))
-            wall, evals, eval_s = results[len(results) // 2]
-            base = wall if mode == "none" else base
+        results: dict[str, list[tuple[float, int, float]]] = {m: [] for m in modes}
+        for _ in range(args.repeats):  # round-robin: a machine that drifts affects every mode alike
+            for mode in modes:
+                results[mode].append(run(args.env, args.algo, args.steps, args.eval_every, mode))
+        base = sorted(results["none"])[args.repeats // 2][0]
+        for mode in modes:
+            wall, evals, eval_s = sorted(results[mode])[args.repeats // 2]  # the median run
             print(
                 f"{len(budget):>5} {mode:<9} {wall:>8.2f} {args.steps / wall:>9,.0f} {wall / base:>9.2f}x "
                 f"{evals:>6} {eval_s:>7.2f}",
