@@ -29,6 +29,7 @@ from its training seeds (see :mod:`podium.pod.pod`).
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import multiprocessing
 import os
@@ -295,20 +296,25 @@ class EvaluatorService:
         return self.results()
 
     def close(self) -> None:
-        """Stop the service; a snapshot being scored is dropped."""
+        """Stop the service at once; a snapshot being scored is dropped (a pod that stops does not wait for
+        an evaluation it no longer needs: the thread finishes it unheard, the process is ended)."""
         with self._lock:
             self._closed = True
             self._pending = None
             self._lock.notify_all()
-        if self._thread is not None:
+            working = self._working is not None
+        if self._thread is not None and not working:
             self._thread.join()
         if self._process is not None:
-            with contextlib.suppress(BrokenPipeError, OSError):
-                self._conn.send(None)
-            self._process.join(timeout=5.0)
-            if self._process.is_alive():
+            if self._working is not None:
                 self._process.kill()
-                self._process.join()
+            else:
+                with contextlib.suppress(BrokenPipeError, OSError):
+                    self._conn.send_bytes(b"")  # stop
+                self._process.join(timeout=5.0)
+                if self._process.is_alive():
+                    self._process.kill()
+            self._process.join()
             self._conn.close()
             self._process = None
 
@@ -368,7 +374,7 @@ class EvaluatorService:
                 self._working = None
             if self._working is None and self._pending is not None:
                 snapshot, self._pending = self._pending, None
-                self._conn.send((snapshot.modules(), snapshot.seed))
+                self._conn.send_bytes(_to_bytes((snapshot.modules(), snapshot.seed)))
                 self._working = snapshot
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             code = self._process.exitcode
@@ -390,10 +396,10 @@ def _evaluator_process(conn: Any, parent_end: Any, build: Callable, target: floa
     try:
         scorer = _Scorer(build, target, confirm_seed)
         while True:
-            message = conn.recv()
-            if message is None:
+            message = conn.recv_bytes()
+            if not message:
                 break
-            modules, seed = message
+            modules, seed = torch.load(io.BytesIO(message), weights_only=True)
             conn.send(("scored", *scorer.score(modules, seed)))
     except EOFError:
         pass
@@ -405,6 +411,14 @@ def _evaluator_process(conn: Any, parent_end: Any, build: Callable, target: floa
     finally:
         conn.close()
     os._exit(code)  # skip the pod's exit handlers, which this forked copy inherited
+
+
+def _to_bytes(obj: Any) -> bytes:
+    """Tensors as plain bytes for the pipe (``torch.save``): multiprocessing's own pickling of tensors would
+    move them through shared-memory file descriptors, a server thread and a socket per message."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
 
 
 def clone_tensors(state: Any) -> Any:
