@@ -67,8 +67,11 @@ class PodSpec(BaseModel):
     """Stop as soon as the evaluation mean reaches this score."""
     eval_episodes: int = Field(default=32, gt=0)
     """Episodes per evaluation, run in parallel."""
-    eval_every: int = Field(default=5_000, gt=0)
-    """Evaluate after every this many env steps (at the end of the learning phase that crosses it)."""
+    eval_every: int | None = Field(default=None, gt=0)
+    """Evaluate after every this many env steps (at the end of the learning phase that crosses it). None
+    (default): whenever the evaluator is free if it runs in its own process (``eval_mode`` process: scoring
+    there costs training nothing, so the pod learns of a reached target as soon as it can), else every
+    5,000 env steps."""
     eval_deterministic: bool = True
     """Evaluate the deterministic policy."""
     eval_mode: Literal["auto", "process", "thread", "inline"] = "auto"

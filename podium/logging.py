@@ -50,31 +50,38 @@ class ScalarLogger:
 
 
 class CurveWriter:
-    """The learning curve: one row per evaluation (score vs env steps and vs wall-clock seconds)."""
+    """The learning curve: one row per evaluation (score vs env steps and vs wall-clock seconds).
+
+    Rows are appended (a pod that evaluates continuously writes thousands); a row cut short by a crash is
+    skipped when the curve is read back."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows: list[dict[str, Any]] = []
         if path.exists():
             with path.open() as f:
-                self.rows = [{k: _parse(k, row.get(k)) for k in CURVE_FIELDS} for row in csv.DictReader(f)]
+                for row in csv.DictReader(f):
+                    try:
+                        self.rows.append({k: _parse(k, row.get(k)) for k in CURVE_FIELDS})
+                    except ValueError:  # a partial last line
+                        continue
+            self.rows = [r for r in self.rows if r["step"] is not None and r["eval_mean"] is not None]
 
     def truncate_after(self, step: int) -> None:
-        """Drop rows past ``step`` (rows written after the checkpoint we resume from)."""
+        """Keep only the rows up to ``step`` (a resumed run drops what came after its checkpoint), rewritten
+        atomically; later rows are appended."""
         self.rows = [r for r in self.rows if r["step"] <= step]
-        self._write_all()
-
-    def append(self, row: dict[str, Any]) -> None:
-        self.rows.append(row)
-        self._write_all()
-
-    def _write_all(self) -> None:
         tmp = self.path.with_suffix(".tmp")
         with tmp.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=CURVE_FIELDS)
             writer.writeheader()
             writer.writerows(self.rows)
         tmp.replace(self.path)
+
+    def append(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        with self.path.open("a", newline="") as f:
+            csv.DictWriter(f, fieldnames=CURVE_FIELDS).writerow(row)
 
 
 def _parse(name: str, text: str | None) -> int | float | None:

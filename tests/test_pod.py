@@ -150,18 +150,20 @@ def test_init_checkpoint_of_another_algorithm_is_refused(tmp_path):
 
 
 def test_a_child_pod_keeps_its_own_learning_rates_and_its_parents_weights(tmp_path):
-    parent = podium.train("Pendulum-v1", "td3", steps=2_048, run_dir=tmp_path / "parent", **FAST)
+    podium.train("Pendulum-v1", "td3", steps=2_048, run_dir=tmp_path / "parent", **FAST)
+    # last.pt, not the best snapshot: the best may predate the first update (no optimiser state yet).
+    parent_checkpoint = str(tmp_path / "parent" / "checkpoints" / "last.pt")
     spec = PodSpec(
         env="Pendulum-v1",
         algo="td3",
         steps=10,
-        init_checkpoint=parent.checkpoint,
+        init_checkpoint=parent_checkpoint,
         hparams={"actor_lr": 1.234e-4, "critic_lr": 5.678e-4},
     )
     child = Pod(spec)
     assert [g["lr"] for g in child.agent.actor_optimizer.param_groups] == [1.234e-4]
     assert [g["lr"] for g in child.agent.critic_optimizer.param_groups] == [5.678e-4]
-    saved = load_checkpoint(parent.checkpoint)["agent"]
+    saved = load_checkpoint(parent_checkpoint)["agent"]
     assert child.agent.actor_optimizer.state_dict()["state"][0]["step"] == saved["optim.actor"]["state"][0]["step"]
     for key, value in child.agent.actor.state_dict().items():
         assert torch.equal(value, saved["module.actor"][key])

@@ -72,6 +72,8 @@ __all__ = [
 EVAL_SEED_OFFSET = 1_000_000
 """The routine evaluation of the snapshot after ``n`` env steps resets with ``spec.seed + EVAL_SEED_OFFSET + n``
 (training resets use ``spec.seed + iteration``, and ``iteration <= n``)."""
+DEFAULT_EVAL_EVERY = 5_000
+"""Env steps between evaluations when ``eval_every`` is not set and the evaluator shares the pod's core."""
 LEARNER_SEED_STRIDE = 100_000
 """Learner ``k`` of a pod with several learners resets its env with ``spec.seed + k * LEARNER_SEED_STRIDE +
 iteration`` (learner 0: ``spec.seed + iteration``), so the learners see different episodes."""
@@ -280,7 +282,7 @@ class Pod:
         self.train_time_to_target: float | None = None
         self.confirmed: dict[str, float] | None = None  # mean, std, episodes of the confirmation that stopped it
         self.evaluations = 0
-        self._next_eval = spec.eval_every
+        self._next_eval = 0  # env steps of the next evaluation; 0: the first cadence step (set by run)
         self._next_snapshot = spec.snapshot_every or math.inf
         self._replay: dict[str, torch.Tensor] | None = None  # replay buffer contents to start run() with
         self._message = ""
@@ -437,6 +439,8 @@ class Pod:
         # forked processes first (extra learners, evaluator): they must not inherit the logger's thread
         group = _LearnerGroup.start(self) if spec.learners > 1 else None
         service = self._evaluator_service()
+        every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
+        self._next_eval = self._next_eval or every
         logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
         worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
         learner = Learner(agent, group.fusion if group else None, spec.fuse_every)
@@ -484,7 +488,7 @@ class Pod:
                     logger.log(self.steps, scalars)
                     if self.steps >= self._next_eval and not service.busy:
                         while self._next_eval <= self.steps:
-                            self._next_eval += spec.eval_every
+                            self._next_eval += every
                         self._submit(service)
                         for scored in service.results():  # inline mode: scored already
                             last = self._record(scored, curve, logger)
@@ -547,6 +551,10 @@ class Pod:
         else:
             return
         report.selection_mean, report.selection_std, report.selection_episodes = mean, std, episodes
+        if self.dir.best.is_file():  # the checkpoint records the score it was selected by (see the updater)
+            payload = load_checkpoint(self.dir.best)
+            payload["counters"].update(selection_mean=mean, selection_std=std, selection_episodes=episodes)
+            save_checkpoint(self.dir.best, {k: v for k, v in payload.items() if k != "format"})
 
     def _evaluator_service(self) -> EvaluatorService:
         spec, agent = self.spec, self.agent

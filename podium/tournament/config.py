@@ -22,7 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from podium.config import ConfigError, PodSpec, load_yaml, validation_message
 
-__all__ = ["BacktestConfig", "GeneratorConfig", "PoolConfig", "TournamentConfig", "load_tournament_config"]
+__all__ = [
+    "BacktestConfig",
+    "GeneratorConfig",
+    "PoolConfig",
+    "SelectionConfig",
+    "TournamentConfig",
+    "load_tournament_config",
+]
 
 # PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
 _OWNED_POD_FIELDS = ("env", "env_kwargs", "algo", "hparams", "seed", "init_checkpoint", "target")
@@ -113,6 +120,19 @@ class GeneratorConfig(_Strict):
         return {algo.lower(): fields for algo, fields in value.items()}
 
 
+class SelectionConfig(_Strict):
+    """How the leaderboard judges a pod: by a measurement, not by the best of its noisy evaluations."""
+
+    episodes: int = Field(default=100, ge=0)
+    """At the end of its round, each pod's best snapshot is re-scored on this many fresh episodes (seeds that
+    training never used; ``PodSpec.select_episodes``) and ranked by that score; the stop-at-target decision uses
+    it too. 0: rank by the best training-time evaluation (the best of many noisy evaluations: optimistic)."""
+    margin: float = Field(default=1.0, ge=0)
+    """A pod displaces the last entry of a full leaderboard only if its score is higher by more than ``margin``
+    standard errors of the difference between the two scores (``sqrt(s1^2/n1 + s2^2/n2)``): a difference
+    inside the noise is not a better policy. 0: any higher score displaces."""
+
+
 class BacktestConfig(_Strict):
     """A backtest run right after the tournament (trading envs): ``podium backtest`` on the leaderboard."""
 
@@ -156,6 +176,8 @@ class TournamentConfig(_Strict):
     """Entries kept on the leaderboard (top-K by evaluation mean, ties by lower std)."""
     pool: PoolConfig = Field(default_factory=PoolConfig)
     """Training-pool size (elastic)."""
+    selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    """How a pod's score for the leaderboard is measured, and the margin that displaces an entry."""
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
     """How new pods are made."""
     max_failures: int = Field(default=5, ge=1)
@@ -230,6 +252,7 @@ class TournamentConfig(_Strict):
             "hparams": dict(self.hparams.get(algo, {})),
             "seed": seed,
             "target": self.target,
+            "select_episodes": self.selection.episodes,
             **self.pod,
             **fields,
         }

@@ -408,7 +408,11 @@ class Leaderboard:
         return [_entry(r, rank) for rank, r in enumerate(ranked, start=1)]
 
     def offer(
-        self, entry: Entry, size: int, still_holds: Callable[[Entry], bool] | None = None
+        self,
+        entry: Entry,
+        size: int,
+        still_holds: Callable[[Entry], bool] | None = None,
+        displaces: Callable[[Entry, Entry], bool] | None = None,
     ) -> tuple[int | None, list[Entry]]:
         """Insert ``entry`` if it makes the top ``size``; returns (its rank or None, entries that fell off).
 
@@ -420,6 +424,9 @@ class Leaderboard:
         pod restarted from scratch does) leaves an entry whose checkpoint cannot deliver its score. The
         better policy then exists nowhere any more, so the earlier entry leaves the board and the new result
         competes for a place like any other offer.
+
+        On a full board, an entry that would push another off enters only if ``displaces(entry, pushed)``
+        (default: always): e.g. only when its score is higher by more than the noise of the two scores.
 
         One transaction under the write lock: concurrent offers never lose or duplicate entries, and the
         board never holds more than ``size`` of them.
@@ -436,6 +443,8 @@ class Leaderboard:
             ranked = sorted([*others, new], key=_rank_key)
             rank = next((i for i, r in enumerate(ranked[:size], start=1) if r is new), None)
             gone = [r for r in ranked[size:] if r is not new]
+            if rank is not None and gone and displaces is not None and not displaces(entry, _entry(gone[0], 0)):
+                rank, gone = None, []  # not better than the entry it would push off by more than the noise
             if earlier is not None:
                 conn.execute(sa.delete(_board).where(_board.c.tournament == self.name, _board.c.pod_id == entry.pod_id))
                 if rank is None:  # neither of the pod's results stays on the board

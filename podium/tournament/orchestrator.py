@@ -190,7 +190,7 @@ class Orchestrator:
         self.backend = backend if backend is not None else backend_for(config)
         self.rules = Rules.of(config)
         self.generator = Generator(config)
-        self.updater = Updater(board, config.leaderboard_size)
+        self.updater = Updater(board, config.leaderboard_size, config.selection.margin)
         self.view = PoolView(config, live=progress, backend=self.backend.describe())
         self.capacity: int | None = None
 

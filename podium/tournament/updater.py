@@ -1,9 +1,12 @@
 """Updater: receives each pod's result, decides whether and where it enters the leaderboard, and keeps
 the history.
 
-* A finished pod becomes a candidate entry: its best evaluation (mean, std), its steps and those of its
-  ancestors, and its best checkpoint. It enters if it ranks in the top ``leaderboard_size`` by
-  evaluation mean (ties: lower std, then earlier). Entries pushed below the cut leave the leaderboard.
+* A finished pod becomes a candidate entry: its score, its steps and those of its ancestors, and its best
+  checkpoint. The score is the *selection* score — the best snapshot re-scored on fresh episodes at the end
+  of the round (``selection.episodes``) — where the pod has one, else its best training-time evaluation
+  (mean, std). It enters if it ranks in the top ``leaderboard_size`` by mean (ties: lower std, then
+  earlier); on a full board it must beat the entry it pushes off by more than ``selection.margin``
+  standard errors of the difference. Entries pushed below the cut leave the leaderboard.
 * A pod id is one entry, holding the pod's best result: a pod that reports again (resumed after
   preemption) replaces its entry only with a better result; a worse one is recorded as ``kept`` and the
   earlier entry stays — unless that entry's checkpoint no longer holds the policy that earned it (the
@@ -17,6 +20,7 @@ the history.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -26,14 +30,14 @@ from podium.store import CheckpointError, load_checkpoint
 from podium.tournament.leaderboard import Entry, Leaderboard, PodRecord
 from podium.tournament.states import ACTIVE, FINAL, PodStatus
 
-__all__ = ["Updater", "checkpoint_holds"]
+__all__ = ["Updater", "checkpoint_holds", "score_of"]
 
 
 class Updater:
     """Applies pod results to the leaderboard ``board``, which keeps ``size`` entries."""
 
-    def __init__(self, board: Leaderboard, size: int) -> None:
-        self.board, self.size = board, size
+    def __init__(self, board: Leaderboard, size: int, margin: float = 0.0) -> None:
+        self.board, self.size, self.margin = board, size, margin
 
     def offer(self, pod: PodRecord, report: PodReport, elapsed: float) -> int | None:
         """Record ``pod``'s ``report``; returns the pod's leaderboard rank (1 = best) or None if it is not on it.
@@ -44,24 +48,31 @@ class Updater:
         if pod.parent_id is not None:
             parent_total = self.board.pod(pod.parent_id).total_steps or 0
         total_steps = parent_total + report.steps
+        mean, std, episodes = score_of(report)
         entry = Entry(
             pod_id=pod.id,
             parent_id=pod.parent_id,
             algo=pod.algo,
             env=pod.env,
             hparams=pod.hparams,
-            score_mean=float(report.score_mean),
-            score_std=float(report.score_std),
+            score_mean=mean,
+            score_std=std,
             steps=int(report.steps),
             total_steps=int(total_steps),
             wall_time=float(report.wall_time),
             checkpoint=report.checkpoint,
             created=time.time(),
         )
+
         # offered before the pod is marked finished: an orchestrator killed in between leaves the pod "running",
         # and the next one collects its report again (the same result offered twice changes nothing) instead
         # of losing it
-        rank, _dropped = self.board.offer(entry, self.size, still_holds=checkpoint_holds)
+        def displaces(new: Entry, pushed: Entry) -> bool:
+            """Higher by more than ``margin`` standard errors of the difference (the same episode count for both)."""
+            noise = math.sqrt((new.score_std**2 + pushed.score_std**2) / episodes)
+            return new.score_mean - pushed.score_mean > self.margin * noise
+
+        rank, _dropped = self.board.offer(entry, self.size, still_holds=checkpoint_holds, displaces=displaces)
         self.board.update_pod(
             pod.id,
             status=PodStatus.FINISHED,
@@ -123,13 +134,27 @@ class Updater:
         return pruned
 
 
+def score_of(report: PodReport) -> tuple[float, float, int]:
+    """The (mean, std, episodes) a pod is ranked by: its selection score when it has one, else its best
+    training-time evaluation (with the routine evaluations' episode count)."""
+    if report.selection_mean is not None and report.selection_std is not None:
+        return float(report.selection_mean), float(report.selection_std), int(report.selection_episodes or 1)
+    episodes = int(report.curve[-1]["eval_episodes"]) if report.curve else 1
+    return float(report.score_mean), float(report.score_std), episodes
+
+
 def checkpoint_holds(entry: Entry) -> bool:
     """Whether ``entry.checkpoint`` still holds the policy that earned ``entry``'s score: a pod's best
-    checkpoint records the score (``best_mean``, ``best_std``) it was saved for. False when the file is gone,
-    unreadable or records another score (the pod overwrote it since)."""
+    checkpoint records the score it was saved for (``best_mean``/``best_std``, and ``selection_mean``/
+    ``selection_std`` once it was re-scored for selection). False when the file is gone, unreadable or
+    records another score (the pod overwrote it since)."""
     try:
         counters = load_checkpoint(entry.checkpoint)["counters"]
-        return (float(counters["best_mean"]), float(counters["best_std"])) == (entry.score_mean, entry.score_std)
+        if counters.get("selection_mean") is not None:
+            recorded = (float(counters["selection_mean"]), float(counters["selection_std"]))
+        else:
+            recorded = (float(counters["best_mean"]), float(counters["best_std"]))
+        return recorded == (entry.score_mean, entry.score_std)
     except (CheckpointError, KeyError, TypeError, ValueError):
         return False
 

@@ -1,0 +1,101 @@
+"""Selection that a lucky evaluation cannot fool: pods are ranked by a fresh re-score of their best snapshot,
+and a pod displaces an entry of a full board only when it is better by more than the noise."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from pathlib import Path
+
+from podium.pod import PodReport
+from podium.rundir import PodDir
+from podium.tournament import tournament
+from podium.tournament.leaderboard import Leaderboard
+from podium.tournament.updater import Updater, checkpoint_holds
+
+
+def _board(url: str) -> Leaderboard:
+    board = Leaderboard(url, f"t-{uuid.uuid4().hex[:8]}")
+    board.create({"env": "Pendulum-v1"})
+    return board
+
+
+def _pod(board: Leaderboard, root: Path, number: int):
+    fields = {"algo": "sac", "env": "Pendulum-v1", "hparams": {}, "seed": 0, "spec": {}, "status": "running"}
+    return board.add_pod(id=f"p{number:04d}", number=number, parent_id=None, run_dir=str(root), **fields)
+
+
+def _report(run: PodDir, trained: float, selected: float, std: float = 10.0) -> PodReport:
+    """A pod whose best training-time evaluation said ``trained`` and whose fresh re-score said ``selected``."""
+    return PodReport(
+        **{"score_mean": trained, "score_std": std, "last_mean": trained, "last_std": std, "steps": 1000},
+        **{"wall_time": 1.0, "reached_target": False, "time_to_target": None, "steps_to_target": None},
+        **{"train_time_to_target": None, "stop_reason": "steps", "eval_time": 0.1, "run_dir": str(run.root)},
+        checkpoint=str(run.best),
+        selection_mean=selected,
+        selection_std=std,
+        selection_episodes=100,
+    )
+
+
+def test_pods_rank_by_their_fresh_score_and_a_lucky_evaluation_displaces_nobody(db_url, tmp_path):
+    board = _board(db_url)
+    updater = Updater(board, size=2, margin=1.0)  # noise of a difference here: sqrt(2 * 10^2 / 100) = 1.41
+    offers = [
+        (1, -200.0, -150.0),  # a steady pod
+        (2, -250.0, -160.0),
+        (3, -100.0, -159.0),  # a lucky training-time evaluation; its fresh score is inside the noise of -160
+        (4, -300.0, -155.0),  # a dull training curve, but better than -160 by more than the noise
+    ]
+    ranks = {}
+    for number, trained, selected in offers:
+        run = PodDir(tmp_path / f"p{number:04d}")
+        ranks[number] = updater.offer(_pod(board, run.root, number), _report(run, trained, selected), elapsed=1.0)
+    assert ranks == {1: 1, 2: 2, 3: None, 4: 2}
+    assert [(e.pod_id, e.score_mean) for e in board.entries()] == [("p0001", -150.0), ("p0004", -155.0)]
+    history = {h["pod_id"]: (h["outcome"], h["score_mean"]) for h in board.history()}
+    assert history["p0003"] == ("rejected", -159.0)  # judged by its fresh score, not its lucky -100
+    # with no margin, the same small difference would have displaced an entry
+    loose = Updater(_board(db_url), size=1, margin=0.0)
+    for number, selected in ((5, -160.0), (6, -159.0)):
+        run = PodDir(tmp_path / f"p{number:04d}")
+        assert loose.offer(_pod(loose.board, run.root, number), _report(run, -100.0, selected), elapsed=1.0) == 1
+
+
+def test_an_entry_scored_by_selection_is_checked_against_the_score_its_checkpoint_records(tmp_path):
+    from podium.store import save_checkpoint
+    from podium.tournament.leaderboard import Entry
+
+    run = PodDir(tmp_path / "p0001")
+    save_checkpoint(
+        run.best, {"counters": {"best_mean": -100.0, "best_std": 5.0, "selection_mean": -150.0, "selection_std": 9.0}}
+    )
+    entry = Entry("p0001", None, "sac", "Pendulum-v1", {}, -150.0, 9.0, 1, 1, 1.0, str(run.best), 0.0)
+    assert checkpoint_holds(entry)
+    assert not checkpoint_holds(dataclasses.replace(entry, score_mean=-100.0, score_std=5.0))
+
+
+def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(tmp_path):
+    from podium.tournament.backends import read_report
+    from podium.tournament.orchestrator import open_leaderboard
+
+    report = tournament(
+        env="Pendulum-v1",
+        algos={"ppo": 1},
+        steps=8192,
+        pod={"steps": 4096, "eval_every": 1024, "tensorboard": False, "eval_episodes": 8},
+        selection={"episodes": 40},
+        pool={"max": 1},
+        run_dir=tmp_path / "t",
+        backend="inline",
+        progress=False,
+    )
+    assert len(report.entries) == 2
+    board = open_leaderboard(report.run_dir)
+    try:
+        for entry in board.entries():
+            pod_report = read_report(PodDir(board.pod(entry.pod_id).run_dir).root)
+            assert pod_report.selection_episodes == 40
+            assert entry.score_mean == pod_report.selection_mean != pod_report.score_mean
+    finally:
+        board.close()
