@@ -8,6 +8,7 @@ slow-down against the baseline on the same budget, evaluations done and seconds 
 
     python benchmarks/evaluator.py                                   # PPO on CartPole, 100k steps
     python benchmarks/evaluator.py --env Pendulum-v1 --algo sac --steps 20000 --eval-every 2000
+    python benchmarks/evaluator.py --eval-every 0      # each mode's default cadence (process: continuous)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 import torch
 
 
-def run(env: str, algo: str, steps: int, eval_every: int, mode: str) -> tuple[float, int, float]:
+def run(env: str, algo: str, steps: int, eval_every: int | None, mode: str) -> tuple[float, int, float]:
     from podium.config import PodSpec
     from podium.pod import Pod
 
@@ -47,13 +48,17 @@ def main() -> None:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--steps", type=int, default=100_000)
-    parser.add_argument("--eval-every", type=int, default=5_000)
+    parser.add_argument(
+        "--eval-every", type=int, default=5_000, help="env steps between evaluations; 0: the pod's default cadence"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="runs per cell, round-robin; the median is reported")
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     budgets = [cores[:1]] + ([cores] if len(cores) > 1 else [])
     print(f"machine: {platform.machine()}, {len(cores)} cores, torch {torch.__version__}")
-    print(f"{args.algo} on {args.env}: {args.steps:,} env steps, evaluation every {args.eval_every:,} steps")
+    every = args.eval_every or None
+    cadence = f"every {every:,} steps" if every else "at each mode's default cadence"
+    print(f"{args.algo} on {args.env}: {args.steps:,} env steps, evaluation {cadence}")
     print(f"{'cores':>5} {'eval_mode':<9} {'wall s':>8} {'steps/s':>9} {'x baseline':>10} {'evals':>6} {'eval s':>7}")
     modes = ("none", "inline", "thread", "process")
     for budget in budgets:
@@ -61,7 +66,7 @@ def main() -> None:
         results: dict[str, list[tuple[float, int, float]]] = {m: [] for m in modes}
         for _ in range(args.repeats):  # round-robin: a machine that drifts affects every mode alike
             for mode in modes:
-                results[mode].append(run(args.env, args.algo, args.steps, args.eval_every, mode))
+                results[mode].append(run(args.env, args.algo, args.steps, every, mode))
         base = sorted(results["none"])[args.repeats // 2][0]
         for mode in modes:
             wall, evals, eval_s = sorted(results[mode])[args.repeats // 2]  # the median run

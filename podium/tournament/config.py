@@ -34,17 +34,6 @@ __all__ = [
 # PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
 _OWNED_POD_FIELDS = ("env", "env_kwargs", "algo", "hparams", "seed", "init_checkpoint", "target")
 
-DEFAULT_MUTABLE: dict[str, tuple[str, ...]] = {
-    "ppo": ("learning_rate", "ent_coef", "clip_coef"),
-    "sac": ("actor_lr", "critic_lr", "tau"),
-    "td3": ("actor_lr", "critic_lr", "tau", "exploration_noise"),
-    "ddpg": ("actor_lr", "critic_lr", "tau", "exploration_noise"),
-    "dqn": ("learning_rate",),
-    "d3qn": ("learning_rate",),
-}
-"""Hyperparameters the generator perturbs by default, per algorithm (all safe to scale multiplicatively)."""
-
-
 DEMO_CONFIG: dict[str, Any] = {
     "name": "demo",
     "env": "Pendulum-v1",
@@ -93,22 +82,49 @@ class GeneratorConfig(_Strict):
     parent: Literal["rank", "uniform", "best"] = "rank"
     """Choice of parent among the leaderboard entries of the chosen algorithm: ``rank`` = weight 1/rank,
     ``uniform`` = any entry, ``best`` = always the top one."""
-    mutation_scale: float = Field(default=1.5, ge=1)
-    """A mutated value is multiplied by a factor drawn log-uniformly from ``[1/scale, scale]``."""
+    scheme: Literal["leaderboard", "truncation"] = "leaderboard"
+    """Where a new pod comes from. ``leaderboard``: a free slot starts a child of a leaderboard entry (or, with
+    probability ``explore``, a fresh pod); every pod is a new lineage's step. ``truncation``: population-based
+    training with truncation selection: each slot of the pool is a member that keeps training round after
+    round from its own last checkpoint (same hyperparameters, optimiser and replay buffer); a member that has
+    trained for at least ``ready_steps``/``ready_seconds`` since it last changed and whose score is in the
+    bottom ``truncation`` fraction of its algorithm's members instead copies a member of the top fraction
+    (its selected checkpoint) and mutates its hyperparameters."""
+    truncation: float = Field(default=0.25, gt=0, le=0.5)
+    """``scheme: truncation``: the bottom fraction of each algorithm's members that continue from the top
+    fraction (at least one member each once an algorithm has two)."""
+    ready_steps: int = Field(default=0, ge=0)
+    """``scheme: truncation``: env steps a member trains after it was created or last copied another before it
+    may be replaced (it always finishes at least one round)."""
+    ready_seconds: float = Field(default=0.0, ge=0)
+    """``scheme: truncation``: the same in training seconds (both must hold)."""
+    perturb: tuple[float, ...] = Field(default=(0.8, 1.2), min_length=1)
+    """A mutated value is multiplied by one of these factors, chosen uniformly (PBT's usual x0.8 / x1.2)."""
+    mutation_scale: float | None = Field(default=None, ge=1)
+    """Instead of ``perturb``: multiply by a factor drawn log-uniformly from ``[1/scale, scale]``."""
     mutation_prob: float = Field(default=0.8, ge=0, le=1)
     """Probability that each mutable hyperparameter is perturbed in a child."""
     mutate: dict[str, list[str]] = Field(default_factory=dict)
-    """Mutable hyperparameters per algorithm, e.g. ``{sac: [actor_lr, critic_lr]}``; algorithms not
-    listed use :data:`DEFAULT_MUTABLE`. Values are kept inside the field's valid range."""
+    """Mutable hyperparameters per algorithm, e.g. ``{sac: [actor_lr, critic_lr]}``: a subset of what the
+    algorithm declares (``AgentConfig.mutable``, e.g. ``podium.algos.sac.SACConfig.mutable``). Algorithms not
+    listed mutate everything they declare. Values stay inside the declared range and the field's valid range."""
     ranges: dict[str, dict[str, tuple[float, float]]] = Field(default_factory=dict)
     """Search ranges per algorithm and hyperparameter, e.g. ``{td3: {exploration_noise: [0.05, 0.8]}}``
-    (PBT's search space). A ranged hyperparameter is mutable and its mutations stay inside the range;
+    (PBT's search space), replacing the range the algorithm declares for it (only declared hyperparameters can
+    have one). A ranged hyperparameter is mutable and its mutations stay inside the range;
     every fresh pod except the first of its algorithm draws it from the range (log-uniformly when
     ``low > 0``, else uniformly), so the pool starts spread over the range rather than at one point;
     and a child redraws it with probability ``resample_prob`` instead of perturbing it. The first
     fresh pod of each algorithm keeps the base hyperparameters (podium's preset)."""
     resample_prob: float = Field(default=0.25, ge=0, le=1)
     """Probability that a ranged hyperparameter chosen for mutation is redrawn from its whole range."""
+
+    @field_validator("perturb")
+    @classmethod
+    def _positive_factors(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not all(math.isfinite(f) and f > 0 for f in value):
+            raise ValueError(f"perturbation factors must be finite and > 0, got {list(value)}")
+        return value
 
     @field_validator("ranges")
     @classmethod
@@ -236,10 +252,25 @@ class TournamentConfig(_Strict):
             raise ValueError(f"address {self.address!r} is a Ray cluster's address: it needs backend: ray")
         if self.target is None and self.seconds is None and self.steps is None:
             raise ValueError("set at least one of target, seconds or steps, or the tournament would run forever")
-        for what, algos in (("hparams", self.hparams), ("generator.ranges", self.generator.ranges)):
+        for what, algos in (
+            ("hparams", self.hparams),
+            ("generator.ranges", self.generator.ranges),
+            ("generator.mutate", self.generator.mutate),
+        ):
             for algo in algos:
                 if algo not in self.algos:
                     raise ValueError(f"{what}.{algo}: {algo} is not in algos {sorted(self.algos)}")
+        from podium.algos import get_algo
+
+        for what, algos in (("mutate", self.generator.mutate), ("ranges", self.generator.ranges)):
+            for algo, names in algos.items():
+                declared = get_algo(algo).Config.mutable
+                for name in names:
+                    if name not in declared:
+                        raise ValueError(
+                            f"generator.{what}.{algo}: {name!r} is not a mutable {algo} hyperparameter "
+                            f"(mutable: {', '.join(declared) or 'none'})"
+                        )
         return self
 
     # ----------------------------------------------------------------- derived
@@ -269,10 +300,15 @@ class TournamentConfig(_Strict):
         except ValidationError as exc:
             raise ConfigError(validation_message(exc, f"pod spec for {algo}")) from None
 
-    def mutable(self, algo: str) -> tuple[str, ...]:
-        """Names of the hyperparameters the generator perturbs for ``algo``."""
-        names = self.generator.mutate.get(algo, DEFAULT_MUTABLE.get(algo, ()))
-        return tuple(dict.fromkeys([*names, *self.generator.ranges.get(algo, {})]))
+    def mutable(self, algo: str) -> dict[str, tuple[float, float]]:
+        """The hyperparameters the generator perturbs for ``algo`` and the range each stays in: what the
+        algorithm declares (or ``generator.mutate``'s subset of it), with ``generator.ranges`` overriding."""
+        from podium.algos import get_algo
+
+        declared = get_algo(algo).Config.mutable
+        names = self.generator.mutate.get(algo, list(declared))
+        ranges = self.generator.ranges.get(algo, {})
+        return {name: tuple(ranges.get(name, declared[name])) for name in dict.fromkeys([*names, *ranges])}
 
 
 def load_tournament_config(path: str | Path | None = None, **overrides: Any) -> TournamentConfig:

@@ -7,10 +7,18 @@ mutated hyperparameters (exploit, then explore, as in population-based training)
    the pod starts fresh with a new seed: the base hyperparameters for the first pod of its algorithm,
    later ones with each hyperparameter in ``generator.ranges`` drawn from its range.
 3. Otherwise a parent is picked from that algorithm's entries (by rank, uniformly, or the best) and the
-   child starts from the parent's checkpoint, each mutable hyperparameter changed with probability
-   ``mutation_prob``: multiplied by a factor drawn log-uniformly from
-   ``[1/mutation_scale, mutation_scale]``, or, for a ranged one with probability ``resample_prob``,
-   redrawn from its range. Values stay inside the field's valid range and inside their own range.
+   child starts from the parent's checkpoint, each mutable hyperparameter (what the algorithm declares in
+   ``AgentConfig.mutable``) changed with probability ``mutation_prob``: multiplied by one of ``perturb``'s
+   factors (x0.8 or x1.2) or, with ``mutation_scale``, by a factor drawn log-uniformly from
+   ``[1/mutation_scale, mutation_scale]``; a ranged one is redrawn from its range with probability
+   ``resample_prob``. Values stay inside their range and the field's valid range.
+
+With ``scheme: truncation`` (population-based training, :meth:`Generator.next` given the pods), a free slot
+is refilled by the *member* (lineage) that finished its round first: it continues from its own last
+checkpoint with the same hyperparameters, unless it is ready (``ready_steps``/``ready_seconds`` trained since
+it last changed) and in the bottom ``truncation`` fraction of its algorithm's members, ranked by their latest
+selection score; then it copies a top-fraction member's checkpoint and mutates as in 3. Only when no member
+waits does a new member start fresh (1 and 2).
 
 Decisions are drawn from a random stream seeded by (tournament seed, pod number), so a resumed
 tournament makes the same decisions it would have made.
@@ -19,6 +27,7 @@ tournament makes the same decisions it would have made.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +37,10 @@ import numpy as np
 from podium.algos import get_algo
 from podium.algos.presets import preset_for
 from podium.config import PodSpec
+from podium.rundir import PodDir
 from podium.tournament.config import TournamentConfig
-from podium.tournament.leaderboard import Entry
+from podium.tournament.leaderboard import Entry, PodRecord
+from podium.tournament.states import PodStatus
 
 __all__ = ["Generator", "Plan", "effective_hparams"]
 
@@ -44,6 +55,15 @@ class Plan:
     """Mutated hyperparameters: name -> (parent's value, child's value)."""
     sampled: dict[str, Any] = field(default_factory=dict)
     """A fresh pod's hyperparameters drawn from ``generator.ranges``: name -> value."""
+    lineage: str | None = None
+    """``scheme: truncation``: the member (its first pod's id) this pod is the next round of; None: a new one."""
+    source: PodRecord | None = None
+    """``scheme: truncation``: the pod whose checkpoint this one starts from (the member's own last pod when
+    it continues, a top member's when it copies one)."""
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.parent.pod_id if self.parent else self.source.id if self.source else None
 
 
 def effective_hparams(spec: PodSpec) -> dict[str, Any]:
@@ -76,46 +96,94 @@ class Generator:
 
         return max(self.shares, key=deficit)
 
-    def next(self, number: int, entries: list[Entry], running: list[str], started: list[str]) -> Plan:
-        """Plan pod number ``number`` given the leaderboard ``entries`` (best first) and the algorithms of
-        the running pods and of all pods started so far."""
+    def next(
+        self,
+        number: int,
+        entries: list[Entry],
+        running: list[str],
+        started: list[str],
+        pods: Sequence[PodRecord] = (),
+    ) -> Plan:
+        """Plan pod number ``number`` given the leaderboard ``entries`` (best first), the algorithms of the
+        running pods and of all pods started so far, and (``scheme: truncation``) every pod so far."""
         g = self.config.generator
         rng = np.random.default_rng([self.config.seed, number])
+        if g.scheme == "truncation":
+            waiting = waiting_members(pods)
+            if waiting:
+                return self._next_round(waiting[0], pods, rng)
         algo = self.choose_algo(running, started)
         seed = int(rng.integers(0, 2**31 - 1))
         candidates = [e for e in entries if e.algo == algo]
-        explore = rng.random() < g.explore
-        ranges = g.ranges.get(algo, {})
+        explore = g.scheme == "truncation" or rng.random() < g.explore
         if not candidates or explore:
-            if not ranges or algo not in started:
-                return Plan(self.config.pod_spec(algo, seed), None, {})
-            base = effective_hparams(self.config.pod_spec(algo, seed))
-            sampled = {name: _like(base[name], _draw(low, high, rng)) for name, (low, high) in ranges.items()}
-            hparams = {**self.config.hparams.get(algo, {}), **sampled}
-            return Plan(self.config.pod_spec(algo, seed, hparams=hparams), None, {}, sampled)
+            return self._fresh(algo, seed, started, rng)
         parent = self._pick_parent(candidates, rng)
-        hparams = dict(parent.hparams)
+        hparams, mutated = self._mutate(algo, parent.hparams, rng)
+        spec = self.config.pod_spec(algo, seed, hparams=hparams, init_checkpoint=parent.checkpoint, preset=False)
+        return Plan(spec, parent, mutated)
+
+    def _fresh(self, algo: str, seed: int, started: list[str], rng: np.random.Generator) -> Plan:
+        ranges = self.config.generator.ranges.get(algo, {})
+        if not ranges or algo not in started:
+            return Plan(self.config.pod_spec(algo, seed), None, {})
+        base = effective_hparams(self.config.pod_spec(algo, seed))
+        sampled = {name: _like(base[name], _draw(low, high, rng)) for name, (low, high) in ranges.items()}
+        hparams = {**self.config.hparams.get(algo, {}), **sampled}
+        return Plan(self.config.pod_spec(algo, seed, hparams=hparams), None, {}, sampled)
+
+    def _mutate(
+        self, algo: str, hparams: dict[str, Any], rng: np.random.Generator
+    ) -> tuple[dict[str, Any], dict[str, tuple[Any, Any]]]:
+        """``hparams`` with each mutable hyperparameter perturbed with probability ``mutation_prob``."""
+        g = self.config.generator
+        hparams = dict(hparams)
         mutated = {}
         config_cls = get_algo(algo).Config
-        for name in self.config.mutable(algo):
+        ranges = g.ranges.get(algo, {})
+        for name, (low, high) in self.config.mutable(algo).items():
             if name not in hparams or rng.random() >= g.mutation_prob:
                 continue
             value = hparams[name]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             if name in ranges and rng.random() < g.resample_prob:
-                new = _draw(*ranges[name], rng)
+                new = _draw(low, high, rng)
+            elif g.mutation_scale is not None:
+                new = value * math.exp(rng.uniform(-math.log(g.mutation_scale), math.log(g.mutation_scale)))
             else:
-                factor = math.exp(rng.uniform(-math.log(g.mutation_scale), math.log(g.mutation_scale)))
-                new = value * factor
-            if name in ranges:
-                new = min(max(new, ranges[name][0]), ranges[name][1])
-            new = _like(value, _clamp(config_cls, name, new))
+                new = value * g.perturb[int(rng.integers(len(g.perturb)))]
+            new = _like(value, _clamp(config_cls, name, min(max(new, low), high)))
             if new != value:
                 hparams[name] = new
                 mutated[name] = (value, new)
-        spec = self.config.pod_spec(algo, seed, hparams=hparams, init_checkpoint=parent.checkpoint, preset=False)
-        return Plan(spec, parent, mutated)
+        return hparams, mutated
+
+    def _next_round(self, member: list[PodRecord], pods: Sequence[PodRecord], rng: np.random.Generator) -> Plan:
+        """The next pod of a waiting member (``scheme: truncation``): it continues, or copies a top member."""
+        g = self.config.generator
+        last = member[-1]
+        lineage = member[0].lineage or member[0].id
+        seed = int(rng.integers(0, 2**31 - 1))
+        ranking = member_ranking(pods, last.algo)
+        k = max(1, math.floor(g.truncation * len(ranking))) if len(ranking) >= 2 else 0
+        top, bottom = ranking[:k], ranking[len(ranking) - k :] if k else []
+        trained = since_change(member)
+        ready = trained[0] >= g.ready_steps and trained[1] >= g.ready_seconds
+        lost = last.status != PodStatus.FINISHED or last.checkpoint is None
+        if top and (lost or (ready and any(m[-1].id == last.id for m in bottom))):
+            source = top[int(rng.integers(len(top)))][-1]
+            hparams, mutated = self._mutate(last.algo, source.hparams, rng)
+            spec = self.config.pod_spec(
+                last.algo, seed, hparams=hparams, init_checkpoint=source.checkpoint, preset=False
+            )
+            return Plan(spec, None, mutated, lineage=lineage, source=source)
+        if lost:  # failed with no member to copy: it starts again, fresh
+            return Plan(self.config.pod_spec(last.algo, seed), None, {}, lineage=lineage)
+        spec = self.config.pod_spec(
+            last.algo, seed, hparams=last.hparams, init_checkpoint=str(PodDir(last.run_dir).last), preset=False
+        )
+        return Plan(spec, None, {}, lineage=lineage, source=last)
 
     def _pick_parent(self, candidates: list[Entry], rng: np.random.Generator) -> Entry:
         how = self.config.generator.parent
@@ -125,6 +193,47 @@ class Generator:
             return candidates[int(rng.integers(len(candidates)))]
         weights = np.array([1.0 / (i + 1) for i in range(len(candidates))])
         return candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))]
+
+
+def members(pods: Sequence[PodRecord]) -> dict[str, list[PodRecord]]:
+    """The pool's members (``scheme: truncation``): lineage -> its pods, oldest first."""
+    out: dict[str, list[PodRecord]] = {}
+    for pod in sorted(pods, key=lambda p: p.number):
+        out.setdefault(pod.lineage or pod.id, []).append(pod)
+    return out
+
+
+def waiting_members(pods: Sequence[PodRecord]) -> list[list[PodRecord]]:
+    """Members whose latest pod ended (finished or failed) and has no next round yet, the earliest ended first."""
+    ended = (PodStatus.FINISHED, PodStatus.FAILED)
+    waiting = [m for m in members(pods).values() if m[-1].status in ended]
+    return sorted(waiting, key=lambda m: (m[-1].ended or 0.0, m[-1].number))
+
+
+def member_ranking(pods: Sequence[PodRecord], algo: str) -> list[list[PodRecord]]:
+    """``algo``'s members that have a score, best first, each ending at its latest scored pod."""
+    scored = []
+    for member in members(pods).values():
+        done = [p for p in member if p.status == PodStatus.FINISHED and p.score_mean is not None]
+        if member[0].algo == algo and done:
+            scored.append(member[: member.index(done[-1]) + 1])
+    return sorted(scored, key=lambda m: (-(m[-1].score_mean or 0.0), m[-1].number))
+
+
+def since_change(member: list[PodRecord]) -> tuple[int, float]:
+    """Env steps and training seconds a member has run since it started or last copied another member."""
+    steps, seconds = 0, 0.0
+    for pod in reversed(member):
+        steps += int(pod.steps or 0)
+        seconds += float(pod.wall_time or 0.0)
+        if pod.parent_id is None or pod.parent_id != _previous(member, pod):
+            break
+    return steps, seconds
+
+
+def _previous(member: list[PodRecord], pod: PodRecord) -> str | None:
+    i = member.index(pod)
+    return member[i - 1].id if i > 0 else None
 
 
 def _draw(low: float, high: float, rng: np.random.Generator) -> float:

@@ -94,6 +94,7 @@ _pods = sa.Table(
     sa.Column("wall_time", sa.Float),
     sa.Column("checkpoint", sa.Text),
     sa.Column("pruned", sa.Boolean, nullable=False, default=False),
+    sa.Column("lineage", sa.String(40)),
 )
 _board = sa.Table(
     "leaderboard",
@@ -189,6 +190,8 @@ class PodRecord:
     pruned: bool
     """``steps``: env steps of the pod's report once it finished; for a pod that failed or was preempted, those
     of its last evaluation when it stopped (recorded once then, so nobody re-reads its curve)."""
+    lineage: str | None = None
+    """The member of the pool this pod is a round of (its first pod's id); None in databases older than it."""
 
 
 def redact(url: str) -> str:
@@ -252,6 +255,7 @@ class Leaderboard:
                 args = {"connect_timeout": 10} if url.startswith("postgresql") else {}
                 self.engine = sa.create_engine(url, connect_args=args, pool_pre_ping=True)
             _meta.create_all(self.engine)
+            _add_missing_columns(self.engine)
         except (sa.exc.SQLAlchemyError, OSError) as exc:
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
             raise DatabaseError(
@@ -491,6 +495,18 @@ def _entry(row: Any, rank: int) -> Entry:
 def _pod_record(row: Any) -> PodRecord:
     values = {f.name: row[f.name] for f in fields(PodRecord)}
     return PodRecord(**{**values, "status": PodStatus(values["status"])})
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Bring a database made by an older podium up to date: add the nullable columns it lacks."""
+    inspector = sa.inspect(engine)
+    for table in _meta.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in have and column.nullable:
+                kind = column.type.compile(dialect=engine.dialect)
+                with engine.begin() as conn:
+                    conn.execute(sa.text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:

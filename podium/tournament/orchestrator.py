@@ -190,7 +190,12 @@ class Orchestrator:
         self.backend = backend if backend is not None else backend_for(config)
         self.rules = Rules.of(config)
         self.generator = Generator(config)
-        self.updater = Updater(board, config.leaderboard_size, config.selection.margin)
+        self.updater = Updater(
+            board,
+            config.leaderboard_size,
+            config.selection.margin,
+            keep_members=config.generator.scheme == "truncation",
+        )
         self.view = PoolView(config, live=progress, backend=self.backend.describe())
         self.capacity: int | None = None
 
@@ -385,7 +390,7 @@ class Orchestrator:
         pods = self.board.pods()
         running = [p.algo for p in pods if p.status == PodStatus.RUNNING]
         number = self.board.take_pod_number()
-        plan = self.generator.next(number, self.board.entries(), running, [p.algo for p in pods])
+        plan = self.generator.next(number, self.board.entries(), running, [p.algo for p in pods], pods)
         spec = plan.spec
         if round_seconds is not None:  # a round (plus its start-up and final evaluation) never outlasts the tournament
             spec = spec.model_copy(update={"seconds": min(spec.seconds or math.inf, round_seconds)})
@@ -393,7 +398,8 @@ class Orchestrator:
         record = self.board.add_pod(
             id=pod_id,
             number=number,
-            parent_id=plan.parent.pod_id if plan.parent else None,
+            parent_id=plan.parent_id,
+            lineage=plan.lineage or pod_id,
             algo=spec.algo,
             env=spec.env,
             hparams=effective_hparams(spec),
@@ -406,9 +412,16 @@ class Orchestrator:
         origin = "fresh"
         if plan.sampled:
             origin += " (" + ", ".join(f"{k} {v:.3g}" for k, v in plan.sampled.items()) + ")"
+        changes = ", ".join(f"{k} {a:.3g}->{b:.3g}" for k, (a, b) in plan.mutated.items()) or "no mutation"
         if plan.parent is not None:
-            changes = ", ".join(f"{k} {a:.3g}->{b:.3g}" for k, (a, b) in plan.mutated.items()) or "no mutation"
             origin = f"from {plan.parent.pod_id} (#{plan.parent.rank}, {plan.parent.score_mean:.1f}; {changes})"
+        elif plan.source is not None and plan.source.lineage == plan.lineage:
+            origin = f"continues {plan.lineage} from {plan.source.id}"
+        elif plan.source is not None:
+            score = plan.source.score_mean or 0.0
+            origin = f"{plan.lineage} copies {plan.source.id} ({score:.1f}; {changes})"
+        elif plan.lineage is not None:
+            origin = f"restarts {plan.lineage} fresh"
         self.view.event(f"{pod_id} {spec.algo} started {origin}")
         return record
 

@@ -15,7 +15,8 @@ the history.
 * Every result — entered, rejected, kept, failed or lost (the pod's machine went away: it is preempted and
   resumes from its checkpoint, which is not a failure) — is appended to the history table.
 * Checkpoints of pods that are neither on the leaderboard nor the starting point of a pod still in the
-  pool are deleted (curves, logs and any snapshots stay), so a long tournament does not fill the disk.
+  pool (nor, with ``generator.scheme: truncation``, a member's latest round, which the member continues or
+  another copies) are deleted (curves, logs and any snapshots stay), so a long tournament does not fill the disk.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ __all__ = ["Updater", "checkpoint_holds", "score_of"]
 
 
 class Updater:
-    """Applies pod results to the leaderboard ``board``, which keeps ``size`` entries."""
+    """Applies pod results to the leaderboard ``board``, which keeps ``size`` entries; ``keep_members``: keep
+    the checkpoints of each member's latest round (``generator.scheme: truncation``)."""
 
-    def __init__(self, board: Leaderboard, size: int, margin: float = 0.0) -> None:
-        self.board, self.size, self.margin = board, size, margin
+    def __init__(self, board: Leaderboard, size: int, margin: float = 0.0, keep_members: bool = False) -> None:
+        self.board, self.size, self.margin, self.keep_members = board, size, margin, keep_members
 
     def offer(self, pod: PodRecord, report: PodReport, elapsed: float) -> int | None:
         """Record ``pod``'s ``report``; returns the pod's leaderboard rank (1 = best) or None if it is not on it.
@@ -120,9 +122,15 @@ class Updater:
         """Delete the checkpoints that nothing needs any more; returns the pod ids pruned."""
         keep = {e.checkpoint for e in self.board.entries()}
         keep |= {p.init_checkpoint for p in self.board.pods(*ACTIVE) if p.init_checkpoint}
+        latest: set[str] = set()
+        if self.keep_members:
+            by_member: dict[str, str] = {}
+            for pod in self.board.pods(PodStatus.FINISHED):  # in creation order: the last one wins
+                by_member[pod.lineage or pod.id] = pod.id
+            latest = set(by_member.values())
         pruned = []
         for pod in self.board.pods(*FINAL):
-            if pod.pruned:
+            if pod.pruned or pod.id in latest:
                 continue
             run = PodDir(pod.run_dir)
             if str(run.best) in keep or str(run.last) in keep:

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from podium.algos.sac import SACConfig
 from podium.config import ConfigError
 from podium.tournament import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
@@ -31,6 +32,16 @@ BASE = {"env": "Pendulum-v1", "seconds": 10, "pod": {"seconds": 2}}
         ({"leaderbord_size": 3}, "leaderbord_size: unknown field"),
         ({"generator": {"ranges": {"td3": {"tau": [0.5, 0.1]}}}}, r"ranges.td3.tau: need finite low < high"),
         ({"algos": {"sac": 1}, "generator": {"ranges": {"td3": {"tau": [0.1, 0.5]}}}}, "ranges.td3: td3 is not in"),
+        (
+            {"algos": {"sac": 1}, "generator": {"mutate": {"sac": ["batch_size"]}}},
+            r"mutate.sac: 'batch_size' is not a mutable sac hyperparameter \(mutable: actor_lr, critic_lr",
+        ),
+        ({"algos": {"ppo": 1}, "generator": {"ranges": {"ppo": {"num_steps": [8, 64]}}}}, "'num_steps' is not a mut"),
+        ({"generator": {"perturb": [0.8, -1.2]}}, "factors must be finite and > 0"),
+        ({"generator": {"mutate": {"sac": ["lr"]}}, "algos": {"sac": 1}}, "'lr' is not a mutable sac hyperparameter"),
+        ({"generator": {"ranges": {"sac": {"lr": [0.1, 1]}}}, "algos": {"sac": 1}}, r"ranges.sac: 'lr' is not a mut"),
+        ({"generator": {"ranges": {"sac": {"autotune_alpha": [0, 1]}}}, "algos": {"sac": 1}}, "autotune_alpha"),
+        ({"generator": {"scheme": "pbt"}}, "leaderboard.*truncation"),
     ],
 )
 def test_bad_configs_are_refused_with_the_field_named(fields, match):
@@ -45,10 +56,7 @@ def test_bad_configs_are_refused_with_the_field_named(fields, match):
         ({"env": "Pendulm-v1"}, "Pendulum-v1"),
         ({"algos": {"dqn": 1}}, "dqn cannot train on Pendulum-v1"),
         ({"hparams": {"sac": {"batch_sise": 3}}, "algos": {"sac": 1}}, "batch_sise: unknown field"),
-        ({"generator": {"mutate": {"sac": ["lr"]}}, "algos": {"sac": 1}}, "'lr' is not a sac hyperparameter"),
-        ({"generator": {"ranges": {"sac": {"lr": [0.1, 1]}}}, "algos": {"sac": 1}}, r"ranges.sac: 'lr' is not a sac"),
         ({"generator": {"ranges": {"sac": {"tau": [0.1, 2.0]}}}, "algos": {"sac": 1}}, r"sac.tau: 2 is not a valid"),
-        ({"generator": {"ranges": {"sac": {"autotune_alpha": [0, 1]}}}, "algos": {"sac": 1}}, "only numeric"),
     ],
 )
 def test_preflight_catches_what_needs_the_env(fields, match, tmp_path):
@@ -88,7 +96,7 @@ def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
         **{**BASE, "algos": {"sac": 1}, "generator": {"explore": 0.0, "mutation_prob": 1.0, "mutation_scale": 4.0}}
     )
     base = effective_hparams(config.pod_spec("sac", 0))
-    parent = _entry("p0001", "sac", -150.0, 1, {**base, "tau": 0.9})
+    parent = _entry("p0001", "sac", -150.0, 1, {**base, "tau": 0.09})
     gen = Generator(config)
     taus, lrs = [], []
     for number in range(2, 60):
@@ -98,8 +106,8 @@ def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
         assert plan.spec.num_envs == config.pod_spec("sac", 0).num_envs
         taus.append(plan.spec.hparams["tau"])
         lrs.append(plan.spec.hparams["actor_lr"])
-        assert set(plan.mutated) == {"actor_lr", "critic_lr", "tau"}  # mutation_prob 1: all of them
-    assert max(taus) <= 1.0 and min(taus) < 0.9 and max(taus) == 1.0  # clamped to tau's upper bound
+        assert set(plan.mutated) == set(SACConfig.mutable)  # mutation_prob 1: all it declares
+    assert min(taus) < 0.09 and max(taus) == SACConfig.mutable["tau"][1]  # clamped to the declared range
     assert min(lrs) >= base["actor_lr"] / 4 and max(lrs) <= base["actor_lr"] * 4 and len(set(lrs)) > 10
 
 
@@ -126,7 +134,7 @@ def test_no_entry_of_the_chosen_algorithm_means_a_fresh_pod():
 
 
 def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
-    ranges = {"exploration_noise": [0.05, 0.8], "batch_size": [64, 512]}
+    ranges = {"exploration_noise": [0.05, 0.8], "ou_theta": [0.05, 0.5]}
     generator = {"explore": 1.0, "ranges": {"td3": ranges}, "mutation_prob": 1.0, "mutation_scale": 4.0}
     config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": generator})
     base = effective_hparams(config.pod_spec("td3", 0))
@@ -134,11 +142,11 @@ def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
     assert first.sampled == {} and first.spec.hparams == {}  # the first td3 pod: podium's defaults
     fresh = [Generator(config).next(n, [], [], ["td3"]) for n in range(2, 202)]
     noise = [p.spec.hparams["exploration_noise"] for p in fresh]
-    batch = [p.spec.hparams["batch_size"] for p in fresh]
+    theta = [p.spec.hparams["ou_theta"] for p in fresh]
     assert all(0.05 <= x <= 0.8 for x in noise) and min(noise) < 0.1 and max(noise) > 0.5
     assert sum(x < 0.2 for x in noise) > 60  # log-uniform: half the draws below sqrt(0.05 * 0.8) = 0.2
-    assert all(isinstance(b, int) and 64 <= b <= 512 for b in batch) and len(set(batch)) > 50
-    assert all(p.parent is None and p.sampled.keys() == {"exploration_noise", "batch_size"} for p in fresh)
+    assert all(0.05 <= t <= 0.5 for t in theta) and len(set(theta)) > 50
+    assert all(p.parent is None and p.sampled.keys() == {"exploration_noise", "ou_theta"} for p in fresh)
 
     config = TournamentConfig(
         **{**BASE, "algos": {"td3": 1}, "generator": {**generator, "explore": 0.0, "resample_prob": 0.5}}
