@@ -42,7 +42,7 @@ def _say(text: str) -> None:
 @app.command("envs")
 def envs_command() -> None:
     """List podium's tensor-native environments (any gymnasium id also works, through the adapter)."""
-    from podium.envs import list_envs
+    from podium.envs.registry import describe_space, list_envs
 
     table = Table(title="tensor-native environments (podium.envs.make)")
     table.add_column("id", style="bold")
@@ -51,12 +51,15 @@ def envs_command() -> None:
     table.add_column("time limit", justify="right")
     table.add_column("description")
     for spec in list_envs():
-        try:
-            env = spec.load()(num_envs=1, **spec.kwargs)
-            obs, act, limit = str(env.single_observation_space), str(env.single_action_space), env.max_episode_steps
-        except (ImportError, AttributeError, ValueError, OSError) as exc:
-            obs, act, limit = "?", "?", f"unavailable: {exc}"
-        table.add_row(spec.id, obs, act, str(limit), escape(spec.description))
+        obs, act, limit = spec.observation, spec.action, spec.time_limit
+        if not (obs and act):  # registered without them: build one sub-env to find out
+            try:
+                env = spec.load()(num_envs=1, **spec.kwargs)
+                obs, act = describe_space(env.single_observation_space), describe_space(env.single_action_space)
+                limit = env.max_episode_steps
+            except (ImportError, AttributeError, ValueError, OSError) as exc:
+                obs, act, limit = "?", "?", f"unavailable: {exc}"
+        table.add_row(spec.id, obs, act, "-" if limit is None else str(limit), escape(spec.description))
     console.print(table)
     _say("Any other gymnasium id (e.g. LunarLander-v3) runs through podium.envs.GymVecEnv.")
 
@@ -150,6 +153,13 @@ def train_command(
     if resume is None and env is None and config is None:
         raise _fail("give --env (and --algo), a --config file, or --resume RUN_DIR")
     hparams = _parse_hparams(hparam or [])  # before importing torch: a typo answers at once
+    if env is not None:
+        from podium.envs.registry import check_env_id
+
+        try:
+            check_env_id(env)
+        except KeyError as exc:
+            raise _fail(exc.args[0]) from None
     from podium.api import train
     from podium.config import ConfigError
     from podium.pod import EvaluationError, PodInterrupted, TrainingDivergedError
@@ -252,12 +262,16 @@ def _backtest_after(report: TournamentReport, config: TournamentConfig) -> None:
     b = config.backtest
     if b is None or not report.entries:
         return
-    what = f"the best {min(b.top_k, len(report.entries))} policies" if b.top_k > 1 else "the champion"
+    k = min(b.top_k, len(report.entries))
+    what = f"the champion and the ensemble of the best {k} policies" if k > 1 else "the champion"
     curve = ", then every training snapshot (generalisation curve)" if b.generalisation else ""
     _say(f"backtest of {what} on {b.start}..{b.end}{curve} ...")
     backtest_after(report, config)
-    if "backtest" in report.extra:
-        _say(f"backtest: {escape(report.extra['backtest']['out_dir'])}")
+    for key, label in (("backtest", "champion"), ("backtest_ensemble", f"ensemble of {k}")):
+        if key in report.extra:
+            sharpe = report.extra[key]["metrics"].get("sharpe_ratio", {}).get("policy")
+            tail = f", Sharpe {sharpe:.2f}" if isinstance(sharpe, float) else ""
+            _say(f"backtest, {label}: {escape(report.extra[key]['out_dir'])}{tail}")
 
 
 @app.command("tournament")

@@ -178,3 +178,16 @@ def test_a_negative_exploration_noise_is_refused(tmp_path):
     result = runner.invoke(app, [*args, "--hparam", "exploration_noise=-1", "--no-progress"], env={"COLUMNS": "200"})
     assert result.exit_code == 2 and "exploration_noise" in result.output, result.output
     assert "greater than or equal to 0" in result.output
+
+
+def test_an_unknown_env_is_refused_before_torch_is_imported():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from typer.testing import CliRunner; from podium.cli import app; "
+        "r = CliRunner().invoke(app, ['train', '--env', 'Pendulm-v1', '--algo', 'sac']); "
+        "print(r.exit_code, 'torch' in sys.modules, 'Pendulum-v1' in r.output)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["2", "False", "True"]

@@ -199,3 +199,24 @@ def test_set_state_checks_its_shape():
     assert torch.equal(env.step(torch.zeros(3, dtype=torch.long))[0][:, 0], torch.zeros(3))
     with pytest.raises(ValueError, match=r"\(3, 4\)"):
         env.set_state(torch.zeros(2, 4))
+
+
+@pytest.mark.parametrize("spec", envs.list_envs(), ids=lambda s: s.id)
+def test_what_podium_envs_shows_without_building_an_env_is_what_the_env_is(spec):
+    from podium.envs.registry import describe_space
+
+    if spec.id in ("Ant-v5", "Humanoid-v5"):
+        pytest.importorskip("mujoco")
+    env = envs.make(spec.id, num_envs=1)
+    assert spec.observation == describe_space(env.single_observation_space)
+    assert spec.action == describe_space(env.single_action_space)
+    assert spec.time_limit == env.max_episode_steps
+
+
+def test_the_env_list_costs_no_torch_import():
+    import subprocess
+    import sys
+
+    code = "import sys; from podium.envs.registry import list_envs; list_envs(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

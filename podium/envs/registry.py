@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # importing this module costs neither torch nor gymnasium (``podium`` answers fast)
     from podium.envs.base import VecEnv
 
-__all__ = ["EnvSpec", "list_envs", "make", "register", "registry"]
+__all__ = ["EnvSpec", "check_env_id", "describe_space", "list_envs", "make", "register", "registry"]
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,18 @@ class EnvSpec:
         entry_point: a :class:`VecEnv` subclass or factory, or ``"module.path:ClassName"`` (imported lazily).
         kwargs: default keyword arguments for the constructor; ``make(**kwargs)`` overrides them.
         description: one line shown by ``podium envs``.
+        observation, action: one sub-env's spaces in short form (``"Box(4,)"``, ``"Discrete(2)"``, see
+            :func:`describe_space`) and ``time_limit`` its episode limit in steps (None: none), shown by
+            ``podium envs`` without building the env; empty when not given (then it is built to find out).
     """
 
     id: str
     entry_point: str | Callable[..., VecEnv]
     kwargs: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    observation: str = ""
+    action: str = ""
+    time_limit: int | None = None
 
     def load(self) -> Callable[..., VecEnv]:
         """Import and return the constructor."""
@@ -50,6 +56,9 @@ def register(
     entry_point: str | Callable[..., VecEnv],
     *,
     description: str = "",
+    observation: str = "",
+    action: str = "",
+    time_limit: int | None = None,
     override: bool = False,
     **kwargs: Any,
 ) -> EnvSpec:
@@ -60,6 +69,7 @@ def register(
         entry_point: a :class:`VecEnv` subclass (or factory) taking ``num_envs`` and ``device`` keyword
             arguments, or its import path ``"package.module:ClassName"``.
         description: one line for ``podium envs``.
+        observation, action, time_limit: what ``podium envs`` shows without building the env (optional).
         override: replace an existing registration instead of raising.
         **kwargs: default constructor arguments.
 
@@ -68,14 +78,35 @@ def register(
     """
     if id in registry and not override:
         raise ValueError(f"environment {id!r} is already registered; pass override=True to replace it")
-    spec = EnvSpec(id=id, entry_point=entry_point, kwargs=dict(kwargs), description=description)
+    spec = EnvSpec(id, entry_point, dict(kwargs), description, observation, action, time_limit)
     registry[id] = spec
     return spec
+
+
+def describe_space(space: Any) -> str:
+    """A space in the short form of :class:`EnvSpec`: ``Box(4,)``, ``Discrete(2)`` (else its ``str``)."""
+    name = type(space).__name__
+    if name == "Box":
+        return f"Box{tuple(space.shape)}"
+    if name == "Discrete":
+        return f"Discrete({int(space.n)})"
+    return str(space)
 
 
 def list_envs() -> list[EnvSpec]:
     """All registered tensor-native environments, sorted by id."""
     return [registry[k] for k in sorted(registry)]
+
+
+def check_env_id(id: str) -> None:
+    """Raise :func:`make`'s ``KeyError`` for an id that neither podium nor gymnasium knows, without importing
+    torch or building anything (``podium train --env TYPO`` answers at once)."""
+    if id in registry:
+        return
+    import gymnasium as gym
+
+    if id not in gym.registry:
+        raise _unknown_env(id)
 
 
 def _unknown_env(id: str) -> KeyError:
@@ -130,3 +161,47 @@ def make(
         raise _unknown_env(id)
     env.default_seed = seed
     return env
+
+
+# podium's own environments (importing this module imports none of them, nor torch)
+_CLASSIC = "podium.envs.classic"
+_LOCOMOTION = "podium.envs.locomotion"  # needs the "mujoco" extra (and "mjx" for the GPU engine)
+for _id, _entry, _obs, _act, _limit, _about in (
+    ("CartPole-v1", f"{_CLASSIC}.cartpole:CartPoleVecEnv", "Box(4,)", "Discrete(2)", 500, "balance a pole on a cart"),
+    ("Pendulum-v1", f"{_CLASSIC}.pendulum:PendulumVecEnv", "Box(3,)", "Box(1,)", 200, "swing a pendulum up"),
+    ("Acrobot-v1", f"{_CLASSIC}.acrobot:AcrobotVecEnv", "Box(6,)", "Discrete(3)", 500, "swing a two-link arm up"),
+    ("MountainCar-v0", f"{_CLASSIC}.mountain_car:MountainCarVecEnv", "Box(2,)", "Discrete(3)", 200, "drive up a hill"),
+    (
+        "MountainCarContinuous-v0",
+        f"{_CLASSIC}.mountain_car:MountainCarContinuousVecEnv",
+        "Box(2,)",
+        "Box(1,)",
+        999,
+        "drive up a hill with a continuous throttle",
+    ),
+    (
+        "StockTrading-v0",
+        "podium.finance.env:StockTradingVecEnv",
+        "Box(291,)",
+        "Box(29,)",
+        None,
+        "trade the 29 Dow stocks, $1M, 0.2% costs (shipped data, 2009-2015 by default; an episode is the period)",
+    ),
+    (
+        "Ant-v5",
+        f"{_LOCOMOTION}.ant:AntVecEnv",
+        "Box(105,)",
+        "Box(8,)",
+        1000,
+        "a four-legged ant runs forward; MuJoCo C on CPU, MJX on GPU (podium[mujoco])",
+    ),
+    (
+        "Humanoid-v5",
+        f"{_LOCOMOTION}.humanoid:HumanoidVecEnv",
+        "Box(348,)",
+        "Box(17,)",
+        1000,
+        "a humanoid walks forward; MuJoCo C on CPU, MJX on GPU (podium[mujoco])",
+    ),
+):
+    register(_id, _entry, description=_about, observation=_obs, action=_act, time_limit=_limit)
