@@ -58,8 +58,9 @@ covers shorts; observations are scaled (FinRL feeds raw dollars and share counts
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -69,6 +70,9 @@ import torch
 from podium.envs.base import State, TensorVecEnv
 from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import MarketData, Period, load_market
+
+SCORES = ("return", "sharpe")
+"""What an episode's return can measure (``StockTradingVecEnv(score=...)``)."""
 
 __all__ = ["INDICATOR_SCALES", "StockTradingEnv", "StockTradingVecEnv"]
 
@@ -124,8 +128,9 @@ class StockTradingVecEnv(TensorVecEnv):
     The market (``close [S, T]``, observation tables, turbulence flags) lives on ``device`` once and
     is shared by all sub-envs; each sub-env has its own cash, holdings and day. State (sub-env
     dimension last): ``cash [N]``, ``holdings [S, N]``, ``day [N]`` (int64), and two running totals,
-    ``value [N]`` (the account value at ``day``, so that a step gathers prices once per day) and
-    ``fee [N]`` (the transaction cost paid by the last step).
+    ``value [N]`` (the account value at ``day``, so that a step gathers prices once per day),
+    ``fee [N]`` (the transaction cost paid by the last step), and the episode's daily returns so far as
+    ``count [N]``, ``total [N]`` and ``squares [N]`` (for ``score="sharpe"``).
 
     Args:
         num_envs: number of accounts N.
@@ -155,6 +160,13 @@ class StockTradingVecEnv(TensorVecEnv):
             float64 for exact accounting and parity checks.
         validate_actions: see :class:`~podium.envs.base.VecEnv`.
         compile: see :class:`~podium.envs.base.TensorVecEnv`.
+        score: what an episode's return measures. ``"return"`` (default): the reward of every step is the
+            change of the account value, so the return is the profit (times ``reward_scaling``).
+            ``"sharpe"``: every reward is 0 except the last step's, which is the episode's annualised
+            Sharpe ratio of daily returns (``mean / std * sqrt(252)``, sample std, no risk-free rate: as
+            empyrical and ``podium backtest`` compute it; 0 for a flat account). For evaluation envs
+            (``eval_env_kwargs``): a tournament then ranks policies by their Sharpe ratio on that period.
+            Needs episodes that run to the last day (``max_episode_steps=None``).
     """
 
     def __init__(
@@ -179,7 +191,12 @@ class StockTradingVecEnv(TensorVecEnv):
         dtype: torch.dtype = torch.float32,
         validate_actions: bool = True,
         compile: bool = False,
+        score: Literal["return", "sharpe"] = "return",
     ) -> None:
+        if score not in SCORES:
+            raise ValueError(f"score {score!r} is not one of {', '.join(SCORES)}")
+        if score != "return" and max_episode_steps is not None:
+            raise ValueError(f"score {score!r} is measured over whole episodes: leave max_episode_steps unset")
         market = load_market(data, period, indicators)
         _check_params(market, initial_cash, hmax, transaction_cost, turbulence_threshold, start_fraction, cash_jitter)
         num_days, num_stocks = market.close.shape
@@ -201,6 +218,7 @@ class StockTradingVecEnv(TensorVecEnv):
         self.reward_scaling = float(reward_scaling)
         self.turbulence_threshold = turbulence_threshold
         self.random_start = random_start
+        self.score = score
         self.allow_short = allow_short
         self.cash_jitter = float(cash_jitter)
         self.max_start_day = int(start_fraction * (num_days - 2)) if random_start else 0
@@ -224,15 +242,16 @@ class StockTradingVecEnv(TensorVecEnv):
     def _initial_state(self, k: int) -> State:
         holdings = torch.zeros((self.num_stocks, k), dtype=self.dtype, device=self.device)
         fee = torch.zeros(k, dtype=self.dtype, device=self.device)
+        totals = (fee.clone(), fee.clone(), fee.clone())  # count, total, squares of the daily returns
         if not self.random_start:
             cash = torch.full((k,), self.initial_cash, dtype=self.dtype, device=self.device)
-            return cash, holdings, torch.zeros(k, dtype=torch.int64, device=self.device), cash.clone(), fee
+            return cash, holdings, torch.zeros(k, dtype=torch.int64, device=self.device), cash.clone(), fee, *totals
         cash = self._uniform((k,), 1.0 - self.cash_jitter, 1.0 + self.cash_jitter).mul_(self.initial_cash)
         day = torch.randint(0, self.max_start_day + 1, (k,), generator=self.generator, device=self.device)
-        return cash, holdings, day, cash.clone(), fee
+        return cash, holdings, day, cash.clone(), fee, *totals
 
     def _dynamics(self, state: State, actions: torch.Tensor) -> tuple[State, torch.Tensor, torch.Tensor]:
-        cash, holdings, day, value, _ = state
+        cash, holdings, day, value, _, count, total, squares = state
         price = self._close.index_select(1, day)  # [S, k] today's close: every trade executes at it
         # shares wanted [S, k]: clip to [-1, 1], scale by hmax, round toward zero (floor of each side)
         order = torch.clamp(actions.T, -1.0, 1.0, out=torch.empty_like(holdings)).mul_(self.hmax)
@@ -255,11 +274,20 @@ class StockTradingVecEnv(TensorVecEnv):
         day = day + 1
         new_value = cash + (holdings * self._close.index_select(1, day)).sum(0)
         fee = (proceeds + spent) * self.transaction_cost
-        reward = (new_value - value) * self.reward_scaling
-        return (cash, holdings, day, new_value, fee), reward, day >= self.num_days - 1
+        done = day >= self.num_days - 1
+        daily = torch.where(value > 0, new_value / value.clamp_min(1e-12) - 1.0, torch.zeros_like(value))
+        count, total, squares = count + 1.0, total + daily, squares + daily * daily
+        if self.score == "sharpe":
+            mean = total / count
+            var = (squares - count * mean * mean).clamp_min(0.0) / (count - 1.0).clamp_min(1.0)
+            sharpe = torch.where(var > 1e-20, mean / var.clamp_min(1e-20).sqrt() * math.sqrt(252.0), 0.0)
+            reward = torch.where(done & (count > 1.0), sharpe, torch.zeros_like(sharpe))
+        else:
+            reward = (new_value - value) * self.reward_scaling
+        return (cash, holdings, day, new_value, fee, count, total, squares), reward, done
 
     def _observe(self, state: State) -> torch.Tensor:
-        cash, holdings, day, _, _ = state
+        cash, holdings, day = state[:3]
         obs = self._obs_table.index_select(0, day)  # a fresh [k, obs_dim] tensor
         obs[:, 0] = cash * (1.0 / self.initial_cash)
         obs[:, 1 + self.num_stocks : 1 + 2 * self.num_stocks] = holdings.T * (1.0 / self.hmax)
@@ -271,7 +299,7 @@ class StockTradingVecEnv(TensorVecEnv):
         ``account_value``, ``cash`` and ``transaction_cost`` (``[N]`` dollars, in ``self.dtype``; the
         cost is what this step paid), ``holdings`` (``[N, S]`` shares after the step's trades, a
         transposed view of the state) and ``day`` (``[N]`` int64)."""
-        cash, holdings, day, value, fee = state
+        cash, holdings, day, value, fee = state[:5]
         return {"account_value": value, "cash": cash, "holdings": holdings.T, "day": day, "transaction_cost": fee}
 
     def set_state(self, cash: torch.Tensor, holdings: torch.Tensor, day: torch.Tensor) -> None:
@@ -296,7 +324,8 @@ class StockTradingVecEnv(TensorVecEnv):
             raise ValueError("cash must be non-negative")
         held = holdings.T.round().contiguous()
         value = cash + (held * self._close.index_select(1, day)).sum(0)
-        self.state = (cash.clone(), held, day.clone(), value, torch.zeros_like(cash))
+        zero = torch.zeros_like(cash)
+        self.state = (cash.clone(), held, day.clone(), value, zero, zero.clone(), zero.clone(), zero.clone())
 
     @property
     def cash(self) -> torch.Tensor:

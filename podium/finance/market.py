@@ -18,12 +18,23 @@ import pandas as pd
 from podium.finance.data import SHIPPED_DATASETS, align, load_ohlcv, select_period
 from podium.finance.indicators import FINRL_INDICATORS, add_indicators, add_turbulence
 
-__all__ = ["TEST_PERIOD", "TRAIN_PERIOD", "MarketData", "Period", "load_market", "prepared_frame"]
+__all__ = [
+    "TEST_PERIOD",
+    "TRAIN_PERIOD",
+    "VALIDATION_PERIOD",
+    "MarketData",
+    "Period",
+    "check_split",
+    "load_market",
+    "prepared_frame",
+]
 
 TRAIN_PERIOD: tuple[str, str] = ("2009-01-02", "2015-12-31")
 """Training period of the shipped Dow-29 data (1,762 trading days)."""
 
 TEST_PERIOD: tuple[str, str] = ("2016-01-04", "2017-11-10")
+VALIDATION_PERIOD: tuple[str, str] = ("2015-01-02", "2015-12-31")
+"""The year a trading tournament selects its policies on when it trains on 2009-2014 (examples/stock_dow29.yaml)."""
 """Test period of the shipped Dow-29 data (470 trading days)."""
 
 Period = tuple[str | pd.Timestamp, str | pd.Timestamp]
@@ -187,6 +198,29 @@ def prepared_frame(
         return _shipped_frame(source, tuple(indicators), turbulence_window)
     prices, _ = align(load_ohlcv(source))
     return add_turbulence(add_indicators(prices, indicators), turbulence_window)
+
+
+def check_split(**periods: Period | None) -> None:
+    """Refuse data splits that overlap, e.g. ``check_split(train=..., validation=..., test=...)`` (None:
+    not used). Each period is inclusive ``(start, end)``; they must be disjoint.
+
+    Raises:
+        ValueError: naming the two periods that overlap, their dates, and what to change.
+    """
+    given = [(name, pd.Timestamp(p[0]), pd.Timestamp(p[1])) for name, p in periods.items() if p is not None]
+    for name, start, end in given:
+        if start > end:
+            raise ValueError(f"the {name} period starts ({start.date()}) after it ends ({end.date()})")
+    for i, (a, a0, a1) in enumerate(given):
+        for b, b0, b1 in given[i + 1 :]:
+            if a0 <= b1 and b0 <= a1:
+                raise ValueError(
+                    f"the {a} period {a0.date()}..{a1.date()} overlaps the {b} period {b0.date()}..{b1.date()}: "
+                    f"data used to {_USE[a]} must not be used to {_USE[b]}; make the periods disjoint"
+                )
+
+
+_USE = {"train": "train", "validation": "select policies", "test": "test them"}
 
 
 def load_market(

@@ -44,15 +44,22 @@ def tournament(
 
 def backtest_after(report: TournamentReport, config: TournamentConfig) -> None:
     """Run the config's ``backtest`` section on the finished tournament (nothing if it has none or no
-    entries). The results land in ``RUN_DIR/backtest_START_END/`` and ``report.extra["backtest"]``."""
+    entries): the champion, and with ``top_k > 1`` also the ensemble of the best ``top_k`` beside it. The
+    results land in ``RUN_DIR/backtest_START_END/`` (champion), ``RUN_DIR/backtest_START_END_topK/``
+    (ensemble) and ``report.extra["backtest"]`` / ``report.extra["backtest_ensemble"]``."""
     if config.backtest is None or not report.entries:
         return
     from podium.finance.backtest import backtest_command, generalisation_curve
 
     b = config.backtest
     checkpoints = [e.checkpoint for e in report.entries]
-    result = backtest_command(report.run_dir, b.start, b.end, min(b.top_k, len(checkpoints)), checkpoints=checkpoints)
+    result = backtest_command(report.run_dir, b.start, b.end, 1, checkpoints=checkpoints)
     report.extra["backtest"] = {"out_dir": str(result.out_dir), "metrics": result.metrics.to_dict()}
+    k = min(b.top_k, len(checkpoints))
+    if k > 1:
+        out = result.out_dir.with_name(f"{result.out_dir.name}_top{k}")
+        ensemble = backtest_command(report.run_dir, b.start, b.end, k, out=out, checkpoints=checkpoints)
+        report.extra["backtest_ensemble"] = {"out_dir": str(out), "metrics": ensemble.metrics.to_dict()}
     if b.generalisation:
         frame = generalisation_curve(report.run_dir, b.start, b.end, out_dir=result.out_dir)
         report.extra["generalisation"] = str(result.out_dir / "generalisation.csv")

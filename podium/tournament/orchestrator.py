@@ -137,8 +137,34 @@ def preflight(config: TournamentConfig) -> None:
         problem = env.unreachable(config.target, config.env) if config.target is not None else None
         if problem is not None:
             raise ConfigError(problem)
+        eval_kwargs = config.pod.get("eval_env_kwargs") or {}
+        if eval_kwargs:  # the evaluation env (a validation period, a score) must build too
+            try:
+                make(config.env, num_envs=1, device="cpu", **{**config.env_kwargs, **eval_kwargs}).close()
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"pod.eval_env_kwargs {eval_kwargs}: {exc}") from None
+        _check_data_split(config, env)
     finally:
         env.close()
+
+
+def _check_data_split(config: TournamentConfig, env: Any) -> None:
+    """A trading tournament trains, selects (its evaluation env) and backtests on disjoint periods."""
+    market = getattr(env, "market", None)
+    if market is None or not hasattr(market, "dates"):
+        return
+    from podium.finance.market import check_split
+
+    def period(kwargs: dict[str, Any]) -> tuple[str, str] | None:
+        return tuple(kwargs["period"]) if kwargs.get("period") else None  # type: ignore[return-value]
+
+    train = (str(market.dates[0])[:10], str(market.dates[-1])[:10])
+    validation = period(config.pod.get("eval_env_kwargs") or {})
+    test = (config.backtest.start, config.backtest.end) if config.backtest else None
+    try:
+        check_split(train=train, validation=validation if validation != train else None, test=test)
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (env_kwargs.period, pod.eval_env_kwargs.period, backtest.start/end)") from None
 
 
 def open_leaderboard(run_dir: str | Path) -> Leaderboard:

@@ -293,3 +293,35 @@ def test_reference_env_is_a_gymnasium_env(market: MarketData) -> None:
     obs, _ = vector.reset(seed=0)
     obs, reward, *_ = vector.step(vector.action_space.sample())
     assert obs.shape == (3, 1 + 2 * S + 8 * S) and reward.shape == (3,)
+
+
+def test_a_sharpe_scored_episode_returns_the_sharpe_ratio_that_the_backtest_reports(market):
+    from podium.finance.metrics import performance
+
+    actions = torch.linspace(-1.0, 1.0, market.close.shape[1], dtype=torch.float64).repeat(2, 1)
+    actions[1] *= 0.3
+    values, returns = [[], []], None
+    for score in ("return", "sharpe"):
+        env = make_env(market, num_envs=2, random_start=False, score=score, dtype=torch.float64)
+        env.reset(seed=0)
+        total = torch.zeros(2, dtype=torch.float64)
+        start = env.account_value.clone()
+        for _ in range(env.num_days - 1):
+            _, reward, terminated, _, info = env.step(actions)
+            total += reward.double()
+            if score == "return":
+                for k in range(2):
+                    values[k].append(float(info["account_value"][k]))
+        assert bool(terminated.all())
+        if score == "sharpe":
+            returns = total
+    for k in range(2):
+        expected = performance([float(start[k]), *values[k]])["sharpe_ratio"]
+        assert float(returns[k]) == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_score_that_does_not_exist_or_needs_whole_episodes_is_refused(market):
+    with pytest.raises(ValueError, match="score 'calmar' is not one of return, sharpe"):
+        make_env(market, score="calmar")
+    with pytest.raises(ValueError, match="leave max_episode_steps unset"):
+        make_env(market, score="sharpe", max_episode_steps=10)

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from podium.cli import app
 from podium.tournament import load_tournament_config
+from podium.tournament.leaderboard import Leaderboard
 from podium.tournament.view import PoolView
 
 runner = CliRunner()
@@ -113,8 +114,15 @@ def test_bad_tournament_input_exits_with_a_clear_message(tmp_path):
 
 def test_backtest_of_a_trading_tournament_uses_the_leaderboards_best(tmp_path):
     config = tmp_path / "trade.yaml"
-    pod = {"steps": 256, "eval_every": 256, "eval_episodes": 2, "tensorboard": False, "num_envs": 8}
-    env_kwargs = {"period": ["2015-10-01", "2015-12-31"], "max_episode_steps": 20}
+    validation = {
+        "period": ["2015-10-01", "2015-12-31"],
+        "random_start": False,
+        "score": "sharpe",
+        "max_episode_steps": None,
+    }
+    pod = {"steps": 256, "eval_every": 256, "eval_episodes": 1, "tensorboard": False, "num_envs": 8}
+    pod["eval_env_kwargs"] = validation  # selected on data it did not train on
+    env_kwargs = {"period": ["2015-07-01", "2015-09-30"], "max_episode_steps": 20}
     after = {"start": "2016-01-04", "end": "2016-01-29", "top_k": 3}  # the config's own backtest, announced
     config.write_text(
         yaml.safe_dump(
@@ -124,6 +132,7 @@ def test_backtest_of_a_trading_tournament_uses_the_leaderboards_best(tmp_path):
                 "algos": {"ppo": 1},
                 "pod": pod,
                 "steps": 512,
+                "selection": {"episodes": 0},
                 "backtest": after,
             }
         )
@@ -131,7 +140,14 @@ def test_backtest_of_a_trading_tournament_uses_the_leaderboards_best(tmp_path):
     run_dir = tmp_path / "run"
     result = runner.invoke(app, ["tournament", str(config), "--backend", "inline", "--run-dir", str(run_dir)], env=WIDE)
     assert result.exit_code == 0, result.output
-    assert re.search(r"backtest of the best [23] policies on 2016-01-04\.\.2016-01-29", result.output), result.output
+    assert re.search(r"champion and the ensemble of the best [23] policies on 2016-01-04\.\.2016-01-29", result.output)
+    assert re.search(r"backtest, champion: .*Sharpe -?\d", result.output), result.output
+    assert re.search(r"backtest, ensemble of [23]: .*_top[23]", result.output), result.output
+    name = yaml.safe_load((run_dir / "tournament.yaml").read_text())["name"]
+    board = Leaderboard(f"sqlite:///{run_dir / 'leaderboard.db'}", name)
+    for entry in board.entries():  # ranked by the Sharpe ratio of the validation quarter: one number per policy
+        assert abs(entry.score_mean) < 20 and entry.score_std == 0.0
+    board.close()
     assert "podium backtest" in result.output  # the next command, with the run directory
     out = tmp_path / "bt"
     args = ["backtest", str(run_dir), "--start", "2016-01-04", "--end", "2016-03-31", "--top-k", "2", "--out", str(out)]

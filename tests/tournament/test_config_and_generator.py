@@ -15,6 +15,8 @@ from podium.tournament.leaderboard import Entry
 from podium.tournament.orchestrator import Orchestrator, preflight
 
 BASE = {"env": "Pendulum-v1", "seconds": 10, "pod": {"seconds": 2}}
+CALMAR = {"score": "calmar"}
+VALIDATION = {"period": ["2015-01-02", "2015-12-31"], "random_start": False, "score": "sharpe"}
 
 
 @pytest.mark.parametrize(
@@ -57,6 +59,24 @@ def test_bad_configs_are_refused_with_the_field_named(fields, match):
         ({"algos": {"dqn": 1}}, "dqn cannot train on Pendulum-v1"),
         ({"hparams": {"sac": {"batch_sise": 3}}, "algos": {"sac": 1}}, "batch_sise: unknown field"),
         ({"generator": {"ranges": {"sac": {"tau": [0.1, 2.0]}}}, "algos": {"sac": 1}}, r"sac.tau: 2 is not a valid"),
+        (  # selecting on 2015 while training on 2009-2015: in-sample selection
+            {"env": "StockTrading-v0", "algos": {"ppo": 1}, "pod": {"seconds": 2, "eval_env_kwargs": VALIDATION}},
+            r"train period 2009-01-02\.\.2015-12-31 overlaps the validation period 2015-01-02\.\.2015-12-31",
+        ),
+        (
+            {
+                "env": "StockTrading-v0",
+                "env_kwargs": {"period": ["2009-01-02", "2014-12-31"]},
+                "algos": {"ppo": 1},
+                "pod": {"seconds": 2, "eval_env_kwargs": VALIDATION},
+                "backtest": {"start": "2015-06-01", "end": "2016-06-30"},
+            },
+            r"validation period .* overlaps the test period 2015-06-01",
+        ),
+        (
+            {"env": "StockTrading-v0", "algos": {"ppo": 1}, "pod": {"seconds": 2, "eval_env_kwargs": CALMAR}},
+            r"pod.eval_env_kwargs .*score 'calmar' is not one of return, sharpe",
+        ),
     ],
 )
 def test_preflight_catches_what_needs_the_env(fields, match, tmp_path):
