@@ -131,3 +131,50 @@ def test_ppo_update_computes_the_clipped_surrogate_value_loss_and_entropy_and_st
         g = g * scale
         step = -config.learning_rate * g / (g.abs() + 1e-5)
         torch.testing.assert_close(p1.detach() - p0, step, rtol=1e-3, atol=1e-6)
+
+
+def test_the_h_term_weights_good_transitions_by_return_and_pulls_the_policy_towards_their_actions():
+    torch.manual_seed(0)
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(3)
+    config = PPOConfig(h_term_lambda=1.0, h_term_drop=0.5, ent_coef=0.0, vf_coef=0.0, learning_rate=0.05)
+    config = config.model_copy(update={"num_steps": 4, "num_minibatches": 1, "update_epochs": 1, "norm_adv": True})
+    agent = PPO(obs_space, act_space, config, num_envs=1, device=torch.device("cpu"))
+    # the learner's weights: 0 below the median return-to-go, then (R - floor) / (max - floor)
+    buffer = agent.make_buffer()
+    obs = torch.zeros(1, 3)
+    for t, reward in enumerate([0.0, 1.0, 2.0, 3.0]):
+        buffer.add(obs, torch.tensor([t % 3]), torch.zeros(1), torch.zeros(1), torch.tensor([reward]), torch.ones(1))
+    seen = {}
+    original = agent.update
+    agent.update = lambda batch: seen.update(batch) or original(batch)  # type: ignore[method-assign]
+    agent.learn(buffer, obs)
+    order = torch.argsort(seen["returns"])
+    assert seen["returns"][order].tolist() == [0.0, 1.0, 2.0, 3.0]  # each step ended an episode: R = r
+    assert seen["h_weight"][order].tolist() == pytest.approx([0.0, 0.0, 1 / 3, 1.0])  # floor: the median, 1.5
+    # with zero advantages only the H-term moves the policy: towards the good transition's action
+    batch = {
+        "obs": torch.zeros(2, 3),
+        "actions": torch.tensor([2, 0]),
+        "logprobs": torch.zeros(2),
+        "values": torch.zeros(2),
+        "advantages": torch.zeros(2),
+        "returns": torch.zeros(2),
+        "h_weight": torch.tensor([1.0, 0.0]),
+    }
+    before = torch.softmax(agent.actor(torch.zeros(1, 3)), -1)[0, 2].item()
+    first = agent.update(batch)
+    for _ in range(19):
+        agent.update(batch)
+    after = torch.softmax(agent.actor(torch.zeros(1, 3)), -1)[0, 2].item()
+    assert after > before + 0.2
+    assert float(first["loss/h_term"]) == pytest.approx(math.log(before) / 2, rel=1e-4)  # mean of (log p, 0)
+
+    off = PPO(obs_space, act_space, PPOConfig(), num_envs=1, device=torch.device("cpu"))
+    buffer = off.make_buffer()
+    for _ in range(off.config.num_steps):
+        buffer.add(obs, torch.tensor([0]), torch.zeros(1), torch.zeros(1), torch.ones(1), torch.zeros(1))
+    seen.clear()
+    original_off = off.update
+    off.update = lambda batch: seen.update(batch) or original_off(batch)  # type: ignore[method-assign]
+    off.learn(buffer, obs)
+    assert "h_weight" not in seen  # off by default

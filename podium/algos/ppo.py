@@ -6,6 +6,14 @@ observation and reward normalisation and value clipping. Continuous actions are 
 of the unclipped sample (the usual practice). Truncated episodes are bootstrapped with
 ``gamma * V(final_obs)``.
 
+Optional **H-term** (``h_term_lambda > 0``), after ElegantRL's Hamiltonian term: besides the clipped
+surrogate, the loss rewards the policy for keeping the actions of the rollout's *good* transitions — those
+whose discounted return-to-go (GAE's ``returns``) is above the ``h_term_drop`` quantile of the rollout —
+weighted by that return min-max-normalised to ``[0, 1]`` over the good ones:
+``loss += -h_term_lambda * mean_good(w * clamp(log pi(a|s), min=-20))``. ElegantRL computed this
+reward-weighted likelihood over stored whole episodes (windows of k steps, in a separate buffer); podium
+computes it over each rollout's own transitions, so it costs no memory and no extra pass.
+
 Reading order: ``PPOConfig`` (hyperparameters) -> ``PPO.__init__`` (networks) -> worker side
 (``explore``/``record``) -> learner side (``learn`` then ``update``, which holds the loss).
 """
@@ -81,6 +89,10 @@ class PPOConfig(AgentConfig):
     """Hidden activation (tanh, relu, elu, silu)."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+    h_term_lambda: float = Field(default=0.0, ge=0)
+    """Weight of the H-term (module docstring); 0 = off. ElegantRL's default was 2^-3 = 0.125."""
+    h_term_drop: float = Field(default=0.25, ge=0, lt=1)
+    """The H-term ignores this lowest fraction of each rollout's transitions by return-to-go."""
 
 
 @register_algo
@@ -217,6 +229,11 @@ class PPO(Agent):
         for group in self.optimizer.param_groups:
             group["lr"] = c.learning_rate * self.lr_fraction
         data = buffer.flat()
+        if c.h_term_lambda > 0:  # the H-term's weight per transition: 0 below the drop quantile
+            ret = data["returns"]
+            floor = torch.quantile(ret, c.h_term_drop) if c.h_term_drop > 0 else ret.min()
+            top = ret.max()
+            data["h_weight"] = torch.where(ret >= floor, (ret - floor) / (top - floor).clamp_min(1e-8), 0.0)
         n = data["obs"].shape[0]
         size = max(1, n // c.num_minibatches)
         stats: list[dict[str, torch.Tensor]] = []
@@ -253,6 +270,10 @@ class PPO(Agent):
             v_loss = 0.5 * (value - batch["returns"]).square().mean()
         entropy_mean = entropy.mean()
         loss = pg_loss - c.ent_coef * entropy_mean + c.vf_coef * v_loss
+        h_term = torch.zeros((), device=loss.device)
+        if "h_weight" in batch:  # reward-weighted likelihood of the good transitions' actions
+            h_term = (batch["h_weight"] * new_logp.clamp_min(-20.0)).mean()
+            loss = loss - c.h_term_lambda * h_term
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"], c.max_grad_norm, foreach=True)
@@ -264,6 +285,7 @@ class PPO(Agent):
             "loss/policy": pg_loss.detach(),
             "loss/value": v_loss.detach(),
             "loss/entropy": entropy_mean.detach(),
+            "loss/h_term": h_term.detach(),
             "approx_kl": approx_kl,
             "clipfrac": clipfrac,
         }
