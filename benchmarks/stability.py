@@ -1,0 +1,85 @@
+"""Stability: the spread of final scores over seeds at an equal budget — podium PPO with and without the
+H-term, and Stable-Baselines3's PPO (rl-zoo's hyperparameters) — on the same machine, in the same run.
+
+For each seed, each contestant trains for exactly ``--steps`` env steps (no target, no early stop) and its
+*final* policy is scored on 100 episodes of gymnasium's own env with seeds 10,000-10,099 (which no
+training used). Reported per contestant: median, mean, standard deviation (the spread this table is
+about), worst and best of those final scores, over ``--seeds``.
+
+* ``podium``          ``podium.train(env, "ppo", steps=N, seed=s)``: podium's defaults and preset;
+* ``podium+H``        the same with ``hparams={"h_term_lambda": L}`` (``--lambda``, ElegantRL's 2^-3);
+* ``sb3``             SB3 PPO with rl-zoo's hyperparameters for the env, N steps.
+
+    python benchmarks/stability.py                                  # Pendulum-v1, 100k steps, 5 seeds
+    python benchmarks/stability.py --seeds 0,1,2,3,4,5,6,7 --lambda 0.25
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vs_sb3 import fresh_score, sb3_model, warm_up
+
+SB3_TASK = {"Pendulum-v1": "ppo-pendulum", "CartPole-v1": "ppo-cartpole"}
+
+
+def podium_final(env_id: str, steps: int, seed: int, h_lambda: float) -> float:
+    import podium
+
+    hparams = {"h_term_lambda": h_lambda} if h_lambda > 0 else {}
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        podium.train(env_id, "ppo", steps=steps, seed=seed, hparams=hparams, run_dir=run_dir, progress=False)
+        policy = podium.load(os.path.join(run_dir, "checkpoints", "last.pt"))
+        return fresh_score(policy.act, env_id)
+
+
+def sb3_final(env_id: str, steps: int, seed: int) -> float:
+    model, _ = sb3_model(SB3_TASK[env_id], seed)
+    model.learn(total_timesteps=steps)
+    return fresh_score(lambda obs: model.predict(obs, deterministic=True)[0], env_id)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="Pendulum-v1", choices=sorted(SB3_TASK))
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--lambda", dest="h_lambda", type=float, default=0.125)
+    parser.add_argument("--skip-sb3", action="store_true")
+    args = parser.parse_args()
+    seeds = [int(s) for s in args.seeds.split(",")]
+    print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
+    print(f"PPO on {args.env}, {args.steps:,} env steps per run, final policy on 100 fresh episodes, seeds {seeds}")
+    warm_up()
+    contestants = {
+        "podium": lambda s: podium_final(args.env, args.steps, s, 0.0),
+        f"podium+H ({args.h_lambda:g})": lambda s: podium_final(args.env, args.steps, s, args.h_lambda),
+    }
+    if not args.skip_sb3:
+        contestants["sb3 (rl-zoo)"] = lambda s: sb3_final(args.env, args.steps, s)
+    scores: dict[str, list[float]] = {name: [] for name in contestants}
+    for seed in seeds:  # round-robin: a machine that drifts affects every contestant alike
+        for name, run in contestants.items():
+            scores[name].append(run(seed))
+            print(f"  {name:<18} seed {seed}: {scores[name][-1]:.1f}", flush=True)
+    print("\n| contestant | median | mean | std over seeds | worst | best |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, values in scores.items():
+        print(
+            f"| {name} | {statistics.median(values):.1f} | {statistics.mean(values):.1f} | "
+            f"{statistics.stdev(values) if len(values) > 1 else 0.0:.1f} | {min(values):.1f} | {max(values):.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
