@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 PIP     = $(VENV)/bin/python -m pip
 STAMP   = $(VENV)/.podium-installed
 
-.PHONY: demo test test-slow bench lint clean
+.PHONY: demo test test-slow bench mutation lint clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PIP) install --quiet -e ".[test,bench]"
 	$(VENV)/bin/python benchmarks/env_throughput.py
+
+mutation: $(STAMP)
+	$(PIP) install --quiet "mutmut>=3.3"
+	$(VENV)/bin/mutmut run; $(VENV)/bin/mutmut results
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check podium tests benchmarks

@@ -71,6 +71,22 @@ def test_a_state_dict_loads_into_a_smaller_buffer_keeping_the_newest():
     assert small.size == 5 and _ids(small.state_dict()) == [7, 8, 9, 10, 11]
     _add(small, _batch(12, 2))
     assert _ids(small.state_dict()) == [9, 10, 11, 12, 13]
+    other = ReplayBuffer(5, 3, (), torch.long, CPU)  # another observation size: refused, saying why
+    with pytest.raises(ValueError, match=r"replay buffer state has shapes .*\(2,\).*this buffer stores .*\(3,\)"):
+        other.load_state_dict(big.state_dict())
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_loading_into_a_used_buffer_replaces_everything_it_held(rows):
+    """Found by mutation testing: loading must reset the write position and the size, and a single row counts."""
+    source = ReplayBuffer(8, 2, (), torch.long, CPU)
+    _add(source, _batch(100, rows))
+    used = ReplayBuffer(8, 2, (), torch.long, CPU)
+    _add(used, _batch(0, 5))  # a buffer that already holds rows and has moved its write position
+    used.load_state_dict(source.state_dict())
+    assert used.size == rows and _ids(used.state_dict()) == list(range(100, 100 + rows))
+    sample = used.sample(256, generator=torch.Generator().manual_seed(0))
+    assert set(_ids(sample)) == set(range(100, 100 + rows))  # never an old row, never an empty slot
 
 
 @settings(max_examples=60, deadline=None, database=None)
