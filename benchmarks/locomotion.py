@@ -51,7 +51,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from vs_sb3 import Run, fresh_score, summarise  # noqa: E402  (the yardstick of benchmarks/vs_sb3.py)
+from vs_sb3 import Run, fresh_score, sb3_confirmed, summarise  # noqa: E402  (the yardstick of benchmarks/vs_sb3.py)
 
 TASKS = {  # task: (env id, algorithm, threshold)
     "sac-halfcheetah": ("HalfCheetah-v5", "sac", 1500.0),
@@ -124,8 +124,6 @@ def episodes_score(act: Callable[[np.ndarray], np.ndarray], env_id: str, episode
 
 
 def run_sb3(task: str, seed: int, cap: float, eval_every: int) -> Run:
-    from stable_baselines3.common.callbacks import BaseCallback
-
     env_id, _, threshold = TASKS[task]
     start = time.perf_counter()
     model, norm, budget = sb3_model(task, seed)
@@ -133,33 +131,10 @@ def run_sb3(task: str, seed: int, cap: float, eval_every: int) -> Run:
     def act(obs: np.ndarray) -> np.ndarray:
         return model.predict(norm.normalize_obs(obs) if norm is not None else obs, deterministic=True)[0]
 
-    class ConfirmedThreshold(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.paused, self.next_eval = 0.0, eval_every
-            self.result: tuple[float, int, float] | None = None
-            self.last_fresh: float | None = None
+    def screen() -> float:
+        return episodes_score(act, env_id, 10, seed + 5_000)
 
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= self.next_eval:
-                self.next_eval += eval_every
-                t0 = time.perf_counter()
-                if episodes_score(act, env_id, 10, seed + 5_000) >= threshold:
-                    score = fresh_score(act, env_id)
-                    self.last_fresh = score
-                    if score >= threshold:
-                        self.result = (t0 - start - self.paused, self.num_timesteps, score)
-                        return False
-                self.paused += time.perf_counter() - t0
-            return time.perf_counter() - start - self.paused < cap
-
-    callback = ConfirmedThreshold()
-    model.learn(total_timesteps=budget, callback=callback)
-    if callback.result is None:
-        note = f"last failed confirmation {callback.last_fresh:.1f}" if callback.last_fresh is not None else ""
-        return Run("sb3", task, seed, False, None, None, callback.last_fresh, note)
-    seconds, steps, score = callback.result
-    return Run("sb3", task, seed, True, seconds, steps, score)
+    return sb3_confirmed(model, task, seed, env_id, threshold, budget, eval_every, cap, screen, act, start)
 
 
 def run_podium(task: str, seed: int, cap: float) -> Run:

@@ -155,16 +155,24 @@ def sb3_model(task: str, seed: int):
     return model, 20_000
 
 
-def run_sb3(task: str, seed: int, cap: float) -> Run:
-    import gymnasium as gym
+def sb3_confirmed(
+    model,
+    task: str,
+    seed: int,
+    env_id: str,
+    threshold: float,
+    budget: int,
+    eval_every: int,
+    cap: float,
+    screen: Callable[[], float],
+    act: Callable[[np.ndarray], np.ndarray],
+    start: float,
+) -> Run:
+    """Train an SB3 ``model`` until a *confirmed* threshold: every ``eval_every`` steps ``screen()`` scores
+    it; at or above ``threshold`` the policy ``act`` is scored on the fresh episodes (:func:`fresh_score`),
+    and the run ends only if they confirm. The clock (from ``start``) excludes evaluations and
+    confirmations; training stops at ``budget`` steps or ``cap`` seconds of training."""
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.evaluation import evaluate_policy
-
-    env_id, _, threshold, eval_every = TASKS[task]
-    start = time.perf_counter()
-    model, budget = sb3_model(task, seed)
-    eval_env = gym.make(env_id)
-    eval_env.reset(seed=seed + 5_000)  # routine evaluations: seeds apart from the fresh ones
 
     class ConfirmedThreshold(BaseCallback):
         def __init__(self) -> None:
@@ -178,9 +186,8 @@ def run_sb3(task: str, seed: int, cap: float) -> Run:
             if self.num_timesteps >= self.next_eval:
                 self.next_eval += eval_every
                 t0 = time.perf_counter()
-                mean, _ = evaluate_policy(self.model, eval_env, n_eval_episodes=10, deterministic=True)
-                if mean >= threshold:
-                    score = fresh_score(lambda o: self.model.predict(o, deterministic=True)[0], env_id)
+                if screen() >= threshold:
+                    score = fresh_score(act, env_id)
                     self.last_fresh = score
                     if score >= threshold:
                         self.result = (t0 - start - self.paused, self.num_timesteps, score)
@@ -195,6 +202,25 @@ def run_sb3(task: str, seed: int, cap: float) -> Run:
         return Run("sb3", task, seed, False, None, None, callback.last_fresh, note)
     seconds, steps, score = callback.result
     return Run("sb3", task, seed, True, seconds, steps, score)
+
+
+def run_sb3(task: str, seed: int, cap: float) -> Run:
+    import gymnasium as gym
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env_id, _, threshold, eval_every = TASKS[task]
+    start = time.perf_counter()
+    model, budget = sb3_model(task, seed)
+    eval_env = gym.make(env_id)
+    eval_env.reset(seed=seed + 5_000)  # routine evaluations: seeds apart from the fresh ones
+
+    def screen() -> float:
+        return evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)[0]
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        return model.predict(obs, deterministic=True)[0]
+
+    return sb3_confirmed(model, task, seed, env_id, threshold, budget, eval_every, cap, screen, act, start)
 
 
 # ----------------------------------------------------------------------------- podium
