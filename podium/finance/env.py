@@ -130,7 +130,7 @@ class StockTradingVecEnv(TensorVecEnv):
     dimension last): ``cash [N]``, ``holdings [S, N]``, ``day [N]`` (int64), and two running totals,
     ``value [N]`` (the account value at ``day``, so that a step gathers prices once per day),
     ``fee [N]`` (the transaction cost paid by the last step), and the episode's daily returns so far as
-    ``count [N]``, ``total [N]`` and ``squares [N]`` (for ``score="sharpe"``).
+    ``count [N]``, ``total [N]`` and ``squares [N]`` (kept only with ``score="sharpe"``, else 0).
 
     Args:
         num_envs: number of accounts N.
@@ -275,9 +275,9 @@ class StockTradingVecEnv(TensorVecEnv):
         new_value = cash + (holdings * self._close.index_select(1, day)).sum(0)
         fee = (proceeds + spent) * self.transaction_cost
         done = day >= self.num_days - 1
-        daily = torch.where(value > 0, new_value / value.clamp_min(1e-12) - 1.0, torch.zeros_like(value))
-        count, total, squares = count + 1.0, total + daily, squares + daily * daily
-        if self.score == "sharpe":
+        if self.score == "sharpe":  # the episode's daily returns so far (left at 0 otherwise: no cost per step)
+            daily = torch.where(value > 0, new_value / value.clamp_min(1e-12) - 1.0, torch.zeros_like(value))
+            count, total, squares = count + 1.0, total + daily, squares + daily * daily
             mean = total / count
             var = (squares - count * mean * mean).clamp_min(0.0) / (count - 1.0).clamp_min(1.0)
             sharpe = torch.where(var > 1e-20, mean / var.clamp_min(1e-20).sqrt() * math.sqrt(252.0), 0.0)
