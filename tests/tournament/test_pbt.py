@@ -10,7 +10,7 @@ import pytest
 from podium.rundir import PodDir
 from podium.tournament import TournamentConfig
 from podium.tournament.generator import Generator, effective_hparams, since_change, waiting_members
-from podium.tournament.leaderboard import PodRecord
+from podium.tournament.leaderboard import Entry, PodRecord
 from podium.tournament.states import PodStatus
 
 BASE = {"env": "Pendulum-v1", "seconds": 10, "pod": {"seconds": 2}, "algos": {"sac": 1}}
@@ -94,9 +94,8 @@ def test_a_failed_member_copies_a_top_member_and_a_new_slot_starts_a_new_member(
 def test_the_usual_perturbation_also_drives_the_leaderboard_scheme():
     config = TournamentConfig(**{**BASE, "generator": {"explore": 0.0, "mutation_prob": 1.0}})
     base = effective_hparams(config.pod_spec("sac", 0))
-    from tests.tournament.test_config_and_generator import _entry
-
-    parent = _entry("p0001", "sac", -150.0, 1, {**base, "actor_lr": 1e-3})
+    hparams = {**base, "actor_lr": 1e-3}
+    parent = Entry("p0001", None, "sac", "Pendulum-v1", hparams, -150.0, 1.0, 100, 100, 1.0, "/c/p0001.pt", 0.0, 1)
     factors = {
         round(Generator(config).next(n, [parent], [], ["sac"]).spec.hparams["actor_lr"] / 1e-3, 6) for n in range(2, 30)
     }
