@@ -197,6 +197,160 @@ def test_an_orchestrator_killed_while_offering_leaves_the_pod_to_be_collected_ag
     assert [h["outcome"] for h in board.history()] == ["entered", "kept"]
 
 
+def _stored_report(board: Leaderboard) -> list[dict]:
+    """The full reports the history stores (``history()`` leaves them out), oldest first."""
+    with board.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT report FROM history WHERE tournament = :t ORDER BY id"), {"t": board.name})
+        return [r.report if isinstance(r.report, dict) else json.loads(r.report) for r in rows]
+
+
+def test_the_updater_records_a_result_on_the_pod_its_entry_and_the_history(db_url, tmp_path):
+    """What a finished pod leaves behind: its record (scores, its steps and its lineage's, when it ended, its
+    checkpoint), its entry (parent, hyperparameters, steps), and a history row with the full report, where NaN
+    and infinities (PostgreSQL's JSON refuses them) are stored as null."""
+    board = _board(db_url)
+    updater = Updater(board, size=3)
+    fields = {"algo": "sac", "env": "Pendulum-v1", "seed": 0, "spec": {}, "status": "running"}
+    first = board.add_pod(id="p0001", number=1, parent_id=None, hparams={}, run_dir=str(tmp_path / "p1"), **fields)
+    child = board.add_pod(
+        id="p0002", number=2, parent_id="p0001", hparams={"tau": 0.01}, run_dir=str(tmp_path / "p2"), **fields
+    )
+    assert updater.offer(first, dataclasses.replace(_report(PodDir(first.run_dir), -200.0), steps=5_000), 1.0) == 1
+    assert board.pod("p0001").total_steps == 5_000  # no parent: its own steps
+    run = PodDir(child.run_dir)
+    curve = [{"step": 1_000, "eval_mean": -math.inf, "eval_std": 2.5, "eval_episodes": 10}]
+    report = dataclasses.replace(
+        _report(run, -150.0), wall_time=12.5, last_std=math.nan, time_to_target=math.inf, curve=curve
+    )
+    before = time.time()
+    assert updater.offer(child, report, elapsed=7.0) == 1
+    record = board.pod("p0002")
+    assert before <= record.ended <= time.time()
+    assert (record.status, record.score_mean, record.score_std, record.steps, record.total_steps) == (
+        "finished",
+        -150.0,
+        5.0,
+        1_000,
+        6_000,  # its parent's 5,000 and its own 1,000
+    )
+    assert (record.wall_time, record.checkpoint, record.error) == (12.5, str(run.best), None)
+    entry = board.entries()[0]
+    assert (entry.pod_id, entry.parent_id, entry.hparams, entry.steps, entry.total_steps, entry.wall_time) == (
+        "p0002",
+        "p0001",
+        {"tau": 0.01},
+        1_000,
+        6_000,
+        12.5,
+    )
+    row = board.history()[-1]
+    names = ("pod_id", "elapsed", "outcome", "rank", "algo", "error")
+    assert tuple(row[k] for k in names) == ("p0002", 7.0, "entered", 1, "sac", None)
+    assert (row["score_mean"], row["score_std"], row["steps"], row["wall_time"]) == (-150.0, 5.0, 1_000, 12.5)
+    nulls = {"last_std": None, "time_to_target": None, "curve": [{**curve[0], "eval_mean": None}]}
+    assert _stored_report(board)[-1] == {**report.to_dict(), **nulls}
+
+
+def test_a_failed_pod_is_recorded_and_pruned_and_a_lost_one_keeps_its_checkpoints(db_url, tmp_path):
+    """A failed pod is final: its error and steps are recorded and its checkpoints deleted. A lost pod (its
+    machine went away) is preempted, to resume from its checkpoints, which stay."""
+    board = _board(db_url)
+    updater = Updater(board, size=3)
+    fields = {"algo": "td3", "env": "Pendulum-v1", "hparams": {}, "seed": 0, "spec": {}, "status": "running"}
+    failed = board.add_pod(id="p0001", number=1, parent_id=None, run_dir=str(tmp_path / "p1"), **fields)
+    lost = board.add_pod(id="p0002", number=2, parent_id=None, run_dir=str(tmp_path / "p2"), handle="ray:2", **fields)
+    for pod in (failed, lost):
+        _write_run_files(PodDir(pod.run_dir))
+    before = time.time()
+    updater.fail(failed, "exit code 1", elapsed=3.0, steps=2_048)
+    updater.lose(lost, "node 10.0.0.7 died", elapsed=4.0, steps=1_024)
+    record = board.pod("p0001")
+    assert (record.status, record.error, record.steps, record.pruned) == ("failed", "exit code 1", 2_048, True)
+    assert before <= record.ended <= time.time()
+    assert not _checkpoints(PodDir(failed.run_dir)) and PodDir(failed.run_dir).curve.is_file()
+    record = board.pod("p0002")
+    assert (record.status, record.handle, record.steps, record.error, record.ended) == (
+        "preempted",
+        None,
+        1_024,
+        None,
+        None,
+    )
+    assert _checkpoints(PodDir(lost.run_dir)) == ["best.pt", "last.pt", "replay.pt"] and not record.pruned
+    assert [(h["pod_id"], h["elapsed"], h["outcome"], h["algo"], h["error"]) for h in board.history()] == [
+        ("p0001", 3.0, "failed", "td3", "exit code 1"),
+        ("p0002", 4.0, "lost", "td3", "node 10.0.0.7 died"),
+    ]
+
+
+def _write_run_files(run: PodDir) -> None:
+    """Stand-ins for what a pod leaves in its run directory: its three checkpoints and its curve."""
+    run.checkpoints.mkdir(parents=True, exist_ok=True)
+    for path in (run.best, run.last, run.replay, run.curve):
+        path.write_text("x")
+
+
+def _checkpoints(run: PodDir) -> list[str]:
+    """The checkpoint files left in ``run``."""
+    return sorted(p.name for p in run.checkpoints.glob("*.pt"))
+
+
+def test_pruning_deletes_the_checkpoints_nothing_needs_any_more(db_url, tmp_path):
+    """Kept: an entry's checkpoint, and a checkpoint (best or last) an active pod starts from. Pruned once: the
+    rest of the finished and failed pods (their curves stay)."""
+    board = _board(db_url)
+    updater = Updater(board, size=3)
+
+    def pod(number: int, status: str, init: Path | None = None) -> PodDir:
+        run = PodDir(tmp_path / f"p{number}")
+        fields = {"algo": "sac", "env": "Pendulum-v1", "hparams": {}, "seed": 0, "spec": {}, "parent_id": None}
+        board.add_pod(
+            id=f"p{number}",
+            number=number,
+            status=status,
+            run_dir=str(run.root),
+            init_checkpoint=init and str(init),
+            **fields,
+        )
+        _write_run_files(run)
+        return run
+
+    on_board = pod(1, "finished")
+    board.offer(dataclasses.replace(_entry("p1", -100.0), checkpoint=str(on_board.best)), size=3)
+    parent = pod(2, "finished")
+    pod(3, "running", init=parent.best)  # a child starts from p2's best checkpoint
+    continued = pod(4, "finished")
+    pod(5, "preempted", init=continued.last)  # the next round of p4's member continues from its last one
+    done, failed = pod(6, "finished"), pod(7, "failed")
+    assert updater.prune() == ["p6", "p7"]
+    assert [p.id for p in board.pods() if p.pruned] == ["p6", "p7"]
+    for run in (done, failed):
+        assert _checkpoints(run) == [] and run.curve.is_file()
+    for run in (on_board, parent, continued):
+        assert _checkpoints(run) == ["best.pt", "last.pt", "replay.pt"]
+    late = pod(8, "finished")
+    assert updater.prune() == ["p8"]  # the pods pruned before are not counted again
+    assert _checkpoints(late) == []
+
+
+def test_with_members_pruning_keeps_each_members_latest_round(db_url, tmp_path):
+    """``generator.scheme: truncation``: a member continues from its latest round (or another copies it), so
+    that round's checkpoints stay; its earlier rounds go."""
+    board = _board(db_url)
+    updater = Updater(board, size=3, keep_members=True)
+    runs = {}
+    for number, lineage in ((1, "p1"), (2, "p2"), (3, "p1"), (4, None), (5, "p1")):
+        runs[number] = PodDir(tmp_path / f"p{number}")
+        fields = {"algo": "sac", "env": "Pendulum-v1", "hparams": {}, "seed": 0, "spec": {}, "parent_id": None}
+        status = "failed" if number == 5 else "finished"  # a failed round is not one to continue from
+        board.add_pod(
+            id=f"p{number}", number=number, status=status, run_dir=str(runs[number].root), lineage=lineage, **fields
+        )
+        _write_run_files(runs[number])
+    assert updater.prune() == ["p1", "p5"]  # p3 is member p1's latest finished round; p4 (no lineage) its own member
+    assert [n for n, run in runs.items() if _checkpoints(run)] == [2, 3, 4]
+
+
 def _rows(board: Leaderboard) -> list[tuple[str, float]]:
     """The leaderboard table as stored (not through the sorted accessor), by pod id."""
     with board.engine.connect() as conn:

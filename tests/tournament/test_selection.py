@@ -11,7 +11,7 @@ from podium.pod import PodReport
 from podium.rundir import PodDir
 from podium.tournament import tournament
 from podium.tournament.leaderboard import Leaderboard
-from podium.tournament.updater import Updater, checkpoint_holds
+from podium.tournament.updater import Updater, checkpoint_holds, score_of
 
 
 def _board(url: str) -> Leaderboard:
@@ -25,7 +25,7 @@ def _pod(board: Leaderboard, root: Path, number: int):
     return board.add_pod(id=f"p{number:04d}", number=number, parent_id=None, run_dir=str(root), **fields)
 
 
-def _report(run: PodDir, trained: float, selected: float, std: float = 10.0) -> PodReport:
+def _report(run: PodDir, trained: float, selected: float, std: float = 10.0, episodes: int = 100) -> PodReport:
     """A pod whose best training-time evaluation said ``trained`` and whose fresh re-score said ``selected``."""
     return PodReport(
         **{"score_mean": trained, "score_std": std, "last_mean": trained, "last_std": std, "steps": 1000},
@@ -34,7 +34,7 @@ def _report(run: PodDir, trained: float, selected: float, std: float = 10.0) -> 
         checkpoint=str(run.best),
         selection_mean=selected,
         selection_std=std,
-        selection_episodes=100,
+        selection_episodes=episodes,
     )
 
 
@@ -55,11 +55,34 @@ def test_pods_rank_by_their_fresh_score_and_a_lucky_evaluation_displaces_nobody(
     assert [(e.pod_id, e.score_mean) for e in board.entries()] == [("p0001", -150.0), ("p0004", -155.0)]
     history = {h["pod_id"]: (h["outcome"], h["score_mean"]) for h in board.history()}
     assert history["p0003"] == ("rejected", -159.0)  # judged by its fresh score, not its lucky -100
-    # with no margin, the same small difference would have displaced an entry
-    loose = Updater(_board(db_url), size=1, margin=0.0)
+    # with no margin (the default), the same small difference would have displaced an entry
+    loose = Updater(_board(db_url), size=1)
     for number, selected in ((5, -160.0), (6, -159.0)):
         run = PodDir(tmp_path / f"p{number:04d}")
         assert loose.offer(_pod(loose.board, run.root, number), _report(run, -100.0, selected), elapsed=1.0) == 1
+
+
+def test_a_pod_displaces_an_entry_only_by_more_than_margin_standard_errors(db_url, tmp_path):
+    """The noise of a difference is sqrt((std_new^2 + std_pushed^2) / episodes): here sqrt((3^2 + 4^2) / 25) = 1
+    exactly, so with margin 1 a pod must beat the entry by more than 1.0."""
+    updater = Updater(_board(db_url), size=1, margin=1.0)
+    ranks = []
+    for number, selected, std in ((1, -100.0, 4.0), (2, -99.0, 3.0), (3, -98.8, 3.0)):
+        run = PodDir(tmp_path / f"p{number:04d}")
+        pod = _pod(updater.board, run.root, number)
+        ranks.append(updater.offer(pod, _report(run, -500.0, selected, std=std, episodes=25), elapsed=1.0))
+    assert ranks == [1, None, 1]  # better by exactly the noise: not enough; by 1.2: displaces
+    assert [e.pod_id for e in updater.board.entries()] == ["p0003"]
+
+
+def test_without_a_selection_score_a_pod_is_ranked_by_its_best_evaluation(tmp_path):
+    """... over the episode count of its latest routine evaluation (which sets the noise of a comparison)."""
+    selected = _report(PodDir(tmp_path / "p0001"), -200.0, -150.0, std=9.0, episodes=40)
+    assert score_of(selected) == (-150.0, 9.0, 40)
+    curve = [{"step": step, "eval_episodes": n} for step, n in ((1_000, 5), (2_000, 10), (3_000, 20))]
+    unselected = dataclasses.replace(selected, selection_mean=None, selection_std=None, curve=curve)
+    assert score_of(unselected) == (-200.0, 9.0, 20)
+    assert score_of(dataclasses.replace(unselected, curve=[])) == (-200.0, 9.0, 1)  # no evaluation recorded
 
 
 def test_an_entry_scored_by_selection_is_checked_against_the_score_its_checkpoint_records(tmp_path):
