@@ -126,6 +126,16 @@ class Agent(ABC):
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Exploration actions for ``obs [N, obs_dim]`` (env units) and extras the buffer needs."""
 
+    def explored(self, obs: torch.Tensor) -> None:  # noqa: B027 (an optional hook)
+        """Account for one exploration step from ``obs [N, obs_dim]``: update what acting updates besides
+        the actions (observation normaliser, env-step counter). :meth:`explore` calls it; so does a learner
+        for the steps its rollout-worker processes took (:class:`~podium.pod.worker.WorkerGroup`). Nothing
+        by default."""
+
+    def episodes_ended(self, done: torch.Tensor) -> None:  # noqa: B027 (an optional hook)
+        """The ``[N]`` mask of sub-envs whose episode just ended, for exploration state kept per episode
+        (e.g. temporally correlated noise restarts from 0). Nothing by default."""
+
     @abstractmethod
     def record(
         self,

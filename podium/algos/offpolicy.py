@@ -70,10 +70,6 @@ class OffPolicyAgent(Agent):
             return torch.randint(0, self.action_dim, (n,), device=self.device, generator=self.generator)
         return torch.rand(n, self.action_dim, device=self.device, generator=self.generator) * 2 - 1
 
-    def episodes_ended(self, done: torch.Tensor) -> None:
-        """Called by :meth:`record` with the ``[N]`` mask of sub-envs whose episode just ended (e.g. to reset
-        temporally correlated exploration noise); nothing by default."""
-
     def learn_stats(self) -> dict[str, float]:
         """Extra scalars to log after a learning phase (e.g. epsilon)."""
         return {}
@@ -92,9 +88,12 @@ class OffPolicyAgent(Agent):
         n = obs.shape[0]
         warm_up = self.env_steps < self.config.learning_starts
         policy_actions = self.random_actions(n) if warm_up else self.exploration_actions(obs)
-        self.env_steps += n
+        self.explored(obs)
         env_actions = policy_actions if self.discrete else self.scale_action(policy_actions)
         return env_actions, {"policy_actions": policy_actions}
+
+    def explored(self, obs: torch.Tensor) -> None:
+        self.env_steps += obs.shape[0]
 
     @torch.no_grad()
     def record(

@@ -186,10 +186,13 @@ class PPO(Agent):
         shape, dtype = ((), torch.long) if self.discrete else ((self.action_dim,), torch.float32)
         return RolloutBuffer(self.rollout_steps, self.num_envs, self.obs_dim, shape, dtype, self.device)
 
-    @torch.no_grad()
-    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def explored(self, obs: torch.Tensor) -> None:
         if self.config.normalize_obs:
             self.obs_rms.update(obs)
+
+    @torch.no_grad()
+    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        self.explored(obs)
         nobs = self._norm(obs)
         actions, logp = self._sample(nobs)
         value = self.critic(nobs).squeeze(-1)

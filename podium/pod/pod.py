@@ -1,9 +1,10 @@
 """Pod: one agent's training run — worker -> learner, with the evaluator scoring snapshots beside them.
 
 ``Pod(spec).run() -> PodReport``. The worker collects a rollout and the learner learns from it, over and
-over; every ``eval_every`` env steps the pod hands a snapshot of the agent to its evaluator service
-(:class:`~podium.pod.evaluator.EvaluatorService`), which scores it in a background thread while
-training goes on. A score at or above the target is confirmed on ``confirm_episodes`` fresh episodes
+over (with ``workers: W``, W rollout-worker processes collect the next rollout while the learner learns:
+:class:`~podium.pod.worker.WorkerGroup`); every ``eval_every`` env steps the pod hands a snapshot of the
+agent to its evaluator service (:class:`~podium.pod.evaluator.EvaluatorService`), which scores it beside
+training. A score at or above the target is confirmed on ``confirm_episodes`` fresh episodes
 before the pod stops, so a pod that says it reached its target has a policy that does.
 
 A pod writes into its run directory (the layout is :class:`~podium.rundir.PodDir`'s): the spec,
@@ -20,6 +21,7 @@ periodic checkpoint with :meth:`Pod.resume` (``podium train --resume``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import multiprocessing
 import os
@@ -55,7 +57,7 @@ from podium.pod.evaluator import (
     clone_tensors,
 )
 from podium.pod.learner import FusionGroup, Learner
-from podium.pod.worker import Worker
+from podium.pod.worker import Worker, WorkerError, WorkerGroup
 from podium.rundir import PodDir
 from podium.store import CheckpointError, load_checkpoint, save_checkpoint
 
@@ -265,7 +267,14 @@ class Pod:
         elif spec.device == "cpu":
             torch.set_num_threads(1)  # small networks: one thread is fastest and pods do not fight over cores
         torch.manual_seed(spec.seed)
-        self.env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **spec.env_kwargs)
+        if spec.workers and num_envs % spec.workers:
+            raise ConfigError(
+                f"{num_envs} sub-envs (num_envs, from the preset if unset) cannot be split evenly over "
+                f"workers: {spec.workers}; set num_envs to a multiple of workers"
+            )
+        # with rollout workers each worker process has its own env: the pod's own is only a reference copy
+        copies = 1 if spec.workers else num_envs
+        self.env = make(spec.env, num_envs=copies, device=spec.device, native=spec.native_env, **spec.env_kwargs)
         problem = self.env.unreachable(spec.target, spec.env) if spec.target is not None else None
         if problem is not None:
             raise ConfigError(problem)
@@ -442,7 +451,12 @@ class Pod:
         every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
         self._next_eval = self._next_eval or every
         logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
-        worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
+        worker: Worker | WorkerGroup
+        if spec.workers:
+            build = functools.partial(_worker_parts, spec, agent.config)
+            worker = WorkerGroup(agent, build, spec.workers, seed=spec.seed + self.iterations)
+        else:
+            worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
         learner = Learner(agent, group.fusion if group else None, spec.fuse_every)
         buffer = agent.make_buffer()
         if self._replay is not None:
@@ -512,7 +526,7 @@ class Pod:
                     self.save()
                     if self.time_to_target is not None:
                         stop = "target"  # the final policy confirmed it
-        except EvaluationError:
+        except (EvaluationError, WorkerError):
             self.save(buffer=buffer)
             raise
         except RuntimeError as exc:  # a fusion failed: say which learner failed and why
@@ -520,6 +534,8 @@ class Pod:
                 raise LearnerError(group.failure()) from exc
             raise
         finally:
+            if isinstance(worker, WorkerGroup):
+                worker.close()
             if group is not None:
                 group.close()
             service.close()
@@ -734,6 +750,17 @@ class _LearnerGroup:
             conn.close()
         self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _worker_parts(spec: PodSpec, config: AgentConfig, rank: int, num_envs: int) -> tuple[Any, Agent]:
+    """Rollout worker ``rank``'s env (``num_envs`` sub-envs, on the CPU) and agent (a copy of the pod's,
+    whose parameters the pod sends before each rollout)."""
+    env = make(spec.env, num_envs=num_envs, device="cpu", native=spec.native_env, **spec.env_kwargs)
+    agent = build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device, config)
+    agent.budget_steps = spec.steps
+    if hasattr(agent, "generator"):
+        agent.generator.manual_seed(torch.initial_seed())  # the worker's own seed (WorkerGroup sets it)
+    return env, agent
 
 
 def _extra_learner(

@@ -1,0 +1,171 @@
+"""Pipelined rollout workers (``workers: W``): what the learner receives, the one-phase lag, failures."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+from podium.config import ConfigError, PodSpec
+from podium.envs import GymVecEnv
+from podium.pod import Pod, build_agent
+from podium.pod.pod import _worker_parts
+from podium.pod.worker import WorkerError, WorkerGroup
+
+GYM_PENDULUM = {"env": "Pendulum-v1", "native_env": False, "tensorboard": False}
+
+
+def _learner(spec: PodSpec, num_envs: int):
+    env = GymVecEnv(spec.env, num_envs=1)
+    return build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device)
+
+
+def _group(spec: PodSpec, agent, workers: int, seed: int = 0) -> WorkerGroup:
+    return WorkerGroup(agent, functools.partial(_worker_parts, spec, agent.config), workers, seed=seed)
+
+
+def _podium_children() -> list[multiprocessing.Process]:
+    return [p for p in multiprocessing.active_children() if p.name.startswith("podium-worker")]
+
+
+def test_the_learner_receives_every_sub_env_in_order_with_the_seeds_of_one_process():
+    """Two workers of 3 sub-envs each fill the learner's 6 columns: copy i starts from the observation seed+i
+    gives in one process, each step continues where the last left off (across rollouts too), and the
+    learner's step counter saw every step (``explored``)."""
+    spec = PodSpec(algo="td3", steps=1000, hparams={"learning_starts": 10_000, "train_freq": 4}, **GYM_PENDULUM)
+    agent = _learner(spec, 6)
+    buffer = agent.make_buffer()
+    group = _group(spec, agent, 2, seed=5)
+    try:
+        stats = group.collect(buffer)
+        assert stats.steps == 4 * 6 and buffer.size == 24
+        first, _ = GymVecEnv("Pendulum-v1", num_envs=6).reset(seed=5)
+        obs = buffer.obs[:24].reshape(4, 6, -1)  # the ring holds rows in step order, 6 sub-envs per step
+        next_obs = buffer.next_obs[:24].reshape(4, 6, -1)
+        torch.testing.assert_close(obs[0], first)
+        torch.testing.assert_close(obs[1:], next_obs[:-1])  # Pendulum's 200-step episodes do not end here
+        torch.testing.assert_close(group.obs, next_obs[-1])
+        group.collect(buffer)
+        torch.testing.assert_close(buffer.obs[24:30], next_obs[-1])
+        assert agent.env_steps == 48
+    finally:
+        group.close()
+    assert not _podium_children()
+
+
+def test_workers_act_with_the_parameters_published_one_learning_phase_earlier():
+    """The rollout returned by collect k was collected with the parameters the learner had at collect k-1."""
+    hp = {"learning_starts": 0, "exploration_noise": 0.0, "train_freq": 2}
+    spec = PodSpec(algo="ddpg", steps=1000, hparams=hp, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    buffer = agent.make_buffer()
+    final = agent.actor[-2]  # the last Linear before the Tanh
+    group = _group(spec, agent, 2)
+    try:
+        group.collect(buffer)  # collected with the initial actor; the workers now hold it again
+        with torch.no_grad():
+            final.weight.zero_()
+            final.bias.fill_(0.5)  # the new actor's action is tanh(0.5) everywhere
+        group.collect(buffer)  # collected with the initial actor; the workers receive the new one
+        group.collect(buffer)  # collected with the new actor
+        actions = buffer.actions[: buffer.size].reshape(3, 2, 2, -1)
+        new = torch.full_like(actions[2], torch.tanh(torch.tensor(0.5)).item())
+        assert not torch.allclose(actions[1], new)
+        torch.testing.assert_close(actions[2], new)
+    finally:
+        group.close()
+
+
+def test_ppo_normaliser_and_rollout_match_what_one_process_records():
+    """PPO's rollout buffer is full after one collect ([T, N] with T the learner's rollout length), and the
+    learner's observation statistics counted every observation once."""
+    hp = {"rollout_size": 64, "normalize_obs": True}
+    spec = PodSpec(algo="ppo", steps=1000, hparams=hp, **GYM_PENDULUM)
+    agent = _learner(spec, 4)
+    buffer = agent.make_buffer()
+    group = _group(spec, agent, 2)
+    try:
+        stats = group.collect(buffer)
+    finally:
+        group.close()
+    assert stats.steps == 64 and buffer.pos == agent.rollout_steps == buffer.steps == 16
+    assert float(agent.obs_rms.count) == pytest.approx(64, abs=1e-6)
+    # the stored (normalised) observations are finite and within the normaliser's clip
+    assert bool(torch.isfinite(buffer.obs).all()) and float(buffer.obs.abs().max()) <= 10.0
+
+
+def test_a_worker_that_dies_fails_the_collection_within_seconds():
+    spec = PodSpec(algo="td3", steps=1000, hparams={"train_freq": 100_000, "learning_starts": 10**9}, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    group = _group(spec, agent, 2)
+    try:
+        os.kill(group.processes[1].pid, signal.SIGKILL)
+        start = time.perf_counter()
+        with pytest.raises(WorkerError, match="rollout worker 1 died"):
+            group.collect(agent.make_buffer())
+        assert time.perf_counter() - start < 10
+    finally:
+        group.close()
+    assert not _podium_children()
+
+
+def _failing_parts(spec: PodSpec, config, rank: int, num_envs: int):
+    if rank == 1:
+        raise RuntimeError("no simulator licence")
+    return _worker_parts(spec, config, rank, num_envs)
+
+
+def test_a_worker_that_fails_reports_why():
+    spec = PodSpec(algo="td3", steps=1000, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    group = WorkerGroup(agent, functools.partial(_failing_parts, spec, agent.config), 2)
+    try:
+        with pytest.raises(WorkerError, match="rollout worker 1 failed: RuntimeError: no simulator licence"):
+            group.collect(agent.make_buffer())
+    finally:
+        group.close()
+
+
+def test_a_pod_with_a_pipelined_worker_learns_pendulum_with_ppo(tmp_path):
+    """gymnasium's Pendulum through the adapter, one rollout-worker process: the preset learns as it does
+    in one process (random play scores about -1,200)."""
+    spec = PodSpec(steps=40_960, algo="ppo", workers=1, seed=0, **GYM_PENDULUM)
+    report = Pod(spec, tmp_path, progress=False).run()
+    assert report.steps == 40_960 and report.score_mean > -400
+    assert not _podium_children()
+
+
+def test_a_pod_with_workers_stops_cleanly_on_sigint(tmp_path):
+    """The worker processes ignore the signal; the pod saves, stops them, and leaves no process behind."""
+    spec = PodSpec(steps=10**7, algo="td3", workers=2, num_envs=2, **GYM_PENDULUM)
+    pod = Pod(spec, tmp_path, progress=False)
+    timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        pod.run()
+    assert pod.steps > 0 and (tmp_path / "checkpoints" / "last.pt").is_file()
+    assert not _podium_children()
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"workers": 2, "num_envs": 3}, "cannot be split evenly over workers: 2"),
+        ({"workers": 2, "learners": 2}, r"use rollout workers .* or learners, not both"),
+    ],
+)
+def test_bad_worker_settings_are_refused(fields, match):
+    with pytest.raises(ValueError, match=match):
+        PodSpec(algo="ppo", steps=100, **GYM_PENDULUM, **fields)
+
+
+def test_a_preset_num_envs_that_does_not_split_is_refused_before_training(tmp_path):
+    spec = PodSpec(algo="ppo", steps=100, workers=3, **GYM_PENDULUM)  # the preset's 64 sub-envs
+    with pytest.raises(ConfigError, match=r"64 sub-envs .* cannot be split evenly over workers: 3"):
+        Pod(spec, tmp_path)
