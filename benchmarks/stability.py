@@ -1,5 +1,6 @@
 """Stability: the spread of final scores over seeds at an equal budget — podium PPO with and without the
-H-term, and Stable-Baselines3's PPO (rl-zoo's hyperparameters) — on the same machine, in the same run.
+H-term and gSDE, and Stable-Baselines3's PPO (rl-zoo's hyperparameters) — on the same machine, in the
+same run.
 
 For each seed, each contestant trains for exactly ``--steps`` env steps (no target, no early stop) and its
 *final* policy is scored on 100 episodes of gymnasium's own env with seeds 10,000-10,099 (which no
@@ -8,10 +9,13 @@ about), worst and best of those final scores, over ``--seeds``.
 
 * ``podium``          ``podium.train(env, "ppo", steps=N, seed=s)``: podium's defaults and preset;
 * ``podium+H``        the same with ``hparams={"h_term_lambda": L}`` (``--lambda``, ElegantRL's 2^-3);
+* ``podium+gSDE``     the same with ``hparams={"use_sde": True, "sde_sample_freq": F}`` (``--sde-freq``,
+                      rl-zoo's 4 for Pendulum; the exploration rl-zoo's PPO uses there);
 * ``sb3``             SB3 PPO with rl-zoo's hyperparameters for the env, N steps.
 
     python benchmarks/stability.py                                  # Pendulum-v1, 100k steps, 5 seeds
     python benchmarks/stability.py --seeds 0,1,2,3,4,5,6,7 --lambda 0.25
+    python benchmarks/stability.py --only podium,podium+gSDE
 """
 
 from __future__ import annotations
@@ -32,10 +36,9 @@ from vs_sb3 import fresh_score, sb3_model, warm_up
 SB3_TASK = {"Pendulum-v1": "ppo-pendulum", "CartPole-v1": "ppo-cartpole"}
 
 
-def podium_final(env_id: str, steps: int, seed: int, h_lambda: float) -> float:
+def podium_final(env_id: str, steps: int, seed: int, hparams: dict[str, float]) -> float:
     import podium
 
-    hparams = {"h_term_lambda": h_lambda} if h_lambda > 0 else {}
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = os.path.join(tmp, "run")
         podium.train(env_id, "ppo", steps=steps, seed=seed, hparams=hparams, run_dir=run_dir, progress=False)
@@ -55,18 +58,29 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--lambda", dest="h_lambda", type=float, default=0.125)
+    parser.add_argument("--sde-freq", type=int, default=4)
+    parser.add_argument("--only", default="", help="comma-separated contestants (podium, podium+H, podium+gSDE, sb3)")
     parser.add_argument("--skip-sb3", action="store_true")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
     print(f"PPO on {args.env}, {args.steps:,} env steps per run, final policy on 100 fresh episodes, seeds {seeds}")
     warm_up()
+    sde = {"use_sde": True, "sde_sample_freq": args.sde_freq}
     contestants = {
-        "podium": lambda s: podium_final(args.env, args.steps, s, 0.0),
-        f"podium+H ({args.h_lambda:g})": lambda s: podium_final(args.env, args.steps, s, args.h_lambda),
+        "podium": lambda s: podium_final(args.env, args.steps, s, {}),
+        f"podium+H ({args.h_lambda:g})": lambda s: podium_final(
+            args.env, args.steps, s, {"h_term_lambda": args.h_lambda}
+        ),
+        f"podium+gSDE ({args.sde_freq})": lambda s: podium_final(args.env, args.steps, s, sde),
+        "sb3 (rl-zoo)": lambda s: sb3_final(args.env, args.steps, s),
     }
-    if not args.skip_sb3:
-        contestants["sb3 (rl-zoo)"] = lambda s: sb3_final(args.env, args.steps, s)
+    wanted = {w.strip() for w in args.only.split(",") if w.strip()}
+    contestants = {
+        name: run
+        for name, run in contestants.items()
+        if (not wanted or name.split(" ")[0] in wanted) and not (args.skip_sb3 and name.startswith("sb3"))
+    }
     scores: dict[str, list[float]] = {name: [] for name in contestants}
     for seed in seeds:  # round-robin: a machine that drifts affects every contestant alike
         for name, run in contestants.items():

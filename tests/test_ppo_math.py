@@ -178,3 +178,75 @@ def test_the_h_term_weights_good_transitions_by_return_and_pulls_the_policy_towa
     off.update = lambda batch: seen.update(batch) or original_off(batch)  # type: ignore[method-assign]
     off.learn(buffer, obs)
     assert "h_weight" not in seen  # off by default
+
+
+def _sde_agent(num_envs: int = 6, **hp) -> PPO:
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-2.0, 2.0, (2,))
+    config = PPOConfig(use_sde=True, num_steps=4, hidden_sizes=(8, 5), **hp)
+    agent = PPO(obs_space, act_space, config, num_envs, torch.device("cpu"))
+    agent.generator.manual_seed(0)
+    with torch.no_grad():
+        agent.sde_module["log_std"].copy_(torch.linspace(-1.0, 0.5, 10).reshape(5, 2))
+    return agent
+
+
+def test_gsde_acts_with_latent_times_a_noise_matrix_held_for_a_rollout_and_scores_its_marginal_gaussian():
+    agent = _sde_agent()
+    obs = torch.rand(6, 3) * 2 - 1
+    first = agent.explore(obs)[1]
+    matrices = agent.noise_matrices.clone()
+    assert matrices.shape == (6, 5, 2)
+    with torch.no_grad():
+        latent = agent.actor[:-1](obs)
+        mean = agent.actor[-1](latent)
+    # the action in policy units is mean + latent @ E, with this sub-env's own matrix E
+    torch.testing.assert_close(first["policy_actions"], mean + torch.einsum("bl,bla->ba", latent, matrices))
+    # its log-probability is that of the Gaussian over E: variance latent^2 @ sigma^2 per action
+    sigma2 = (2 * agent.sde_module["log_std"]).exp()
+    std = (latent.square() @ sigma2 + 1e-6).sqrt()
+    expected = Normal(mean, std).log_prob(first["policy_actions"]).sum(-1)
+    torch.testing.assert_close(first["logprob"], expected)
+    # the same matrices for the rest of the rollout (num_steps = 4 explore calls), then a new draw
+    for _ in range(3):
+        agent.explore(obs)
+        assert torch.equal(agent.noise_matrices, matrices)
+    agent.explore(obs)
+    assert not torch.equal(agent.noise_matrices, matrices)
+
+
+def test_gsde_sample_freq_redraws_the_matrices_every_k_steps():
+    agent = _sde_agent(sde_sample_freq=2)
+    obs = torch.zeros(6, 3)
+    seen = []
+    for _ in range(6):
+        agent.explore(obs)
+        seen.append(agent.noise_matrices.clone())
+    assert torch.equal(seen[0], seen[1]) and torch.equal(seen[2], seen[3]) and torch.equal(seen[4], seen[5])
+    assert not torch.equal(seen[1], seen[2]) and not torch.equal(seen[3], seen[4])
+
+
+def test_gsde_sigma_is_trained_and_saved():
+    agent = _sde_agent()
+    obs = torch.rand(6, 3)
+    actions, extras = agent.explore(obs)
+    batch = {
+        "obs": obs,
+        "actions": extras["policy_actions"],
+        "logprobs": extras["logprob"],
+        "values": extras["value"],
+        "advantages": torch.linspace(-1.0, 1.0, 6),
+        "returns": torch.zeros(6),
+    }
+    before = agent.sde_module["log_std"].detach().clone()
+    agent.update(batch)
+    assert not torch.equal(agent.sde_module["log_std"], before)  # the surrogate's gradient reached sigma
+    assert agent.unsaved_parameters() == []
+    state = agent.state_dict()
+    assert torch.equal(state["module.sde_log_std"]["log_std"], agent.sde_module["log_std"])
+    fresh = _sde_agent()
+    fresh.load_state_dict(copy.deepcopy(state))
+    with torch.no_grad():
+        assert torch.equal(fresh._sde_mean_log_std(obs)[1], agent._sde_mean_log_std(obs)[1])
+    plain = PPO(agent.observation_space, agent.action_space, PPOConfig(hidden_sizes=(8, 5)), 6, torch.device("cpu"))
+    with pytest.raises(ValueError, match="sde_log_std"):  # a gSDE checkpoint is not a plain PPO's
+        plain.load_state_dict(state)

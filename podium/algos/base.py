@@ -202,6 +202,12 @@ class Agent(ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Inverse of :meth:`state_dict`. Raises ``ValueError`` naming the first missing/mismatched part."""
+        unknown = sorted(k for k in state if k.startswith("module.") and k[len("module.") :] not in self.modules())
+        if unknown:
+            raise ValueError(
+                f"checkpoint has {', '.join(unknown)}, which this {self.name} agent does not have: it was trained "
+                "with other options (e.g. use_sde); load it with the hyperparameters it was trained with"
+            )
         for kind, items in (("module", self.modules()), ("optim", self.optimizers())):
             for key, obj in items.items():
                 if kind == "module" and key in self.added_modules and f"module.{key}" not in state:

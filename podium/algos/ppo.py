@@ -14,6 +14,14 @@ weighted by that return min-max-normalised to ``[0, 1]`` over the good ones:
 reward-weighted likelihood over stored whole episodes (windows of k steps, in a separate buffer); podium
 computes it over each rollout's own transitions, so it costs no memory and no extra pass.
 
+Optional **gSDE** (``use_sde``, continuous actions; Raffin, Kober & Stulp 2022): instead of white Gaussian
+noise with a learned state-independent std, the exploration noise is ``latent(s) @ E``, where
+``latent(s)`` are the actor's last hidden features and ``E ~ N(0, sigma^2)`` an ``[L, A]`` matrix per
+sub-env, drawn at each rollout's start (or every ``sde_sample_freq`` steps). For a fixed ``E`` the action
+is a smooth function of the state, so an episode explores consistently instead of jittering; over ``E``
+the action is Gaussian with variance ``latent^2 @ sigma^2``, which gives the log-probability PPO's ratio
+uses. ``sigma`` (``[L, A]``, initialised to ``exp(init_log_std)``) is learned with the policy.
+
 Reading order: ``PPOConfig`` (hyperparameters) -> ``PPO.__init__`` (networks) -> worker side
 (``explore``/``record``) -> learner side (``learn`` then ``update``, which holds the loss).
 """
@@ -93,6 +101,12 @@ class PPOConfig(AgentConfig):
     """Weight of the H-term (module docstring); 0 = off. ElegantRL's default was 2^-3 = 0.125."""
     h_term_drop: float = Field(default=0.25, ge=0, lt=1)
     """The H-term ignores this lowest fraction of each rollout's transitions by return-to-go."""
+    use_sde: bool = False
+    """Generalised state-dependent exploration (gSDE, continuous actions; module docstring): the noise is
+    ``latent(s) @ E`` for a matrix ``E ~ N(0, sigma^2)`` per sub-env that is drawn anew every
+    ``sde_sample_freq`` steps, so exploration is smooth along a trajectory instead of white noise."""
+    sde_sample_freq: int = Field(default=-1, ge=-1)
+    """Env steps between two draws of the gSDE noise matrices; -1 (default): once per rollout."""
 
 
 @register_algo
@@ -124,7 +138,16 @@ class PPO(Agent):
         )
         self.log_std = self.log_std_module["log_std"]
         params = [*self.actor.parameters(), *self.critic.parameters()]
-        if not self.discrete:
+        self.use_sde = c.use_sde and not self.discrete
+        if self.use_sde:  # gSDE: log sigma of each (latent feature, action) weight of the noise matrices
+            latent = c.hidden_sizes[-1] if c.hidden_sizes else self.obs_dim
+            self.sde_module = nn.ParameterDict(
+                {"log_std": torch.full((latent, self.action_dim), c.init_log_std, device=device)}
+            )
+            params.append(self.sde_module["log_std"])
+            self.noise_matrices = torch.zeros(num_envs, latent, self.action_dim, device=device)
+            self.sde_steps = 0  # explore calls since the last draw of the noise matrices
+        elif not self.discrete:
             params.append(self.log_std)
         self.optimizer = adam(params, c.learning_rate, device, eps=1e-5)
         self.obs_rms = RunningMeanStd((self.obs_dim,)).to(device)
@@ -138,6 +161,10 @@ class PPO(Agent):
 
     def _log_prob_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probability of ``actions`` and entropy of the policy at ``obs`` (both ``[B]``)."""
+        if self.use_sde:
+            mean, log_std = self._sde_mean_log_std(obs)
+            logp = (-0.5 * ((actions - mean) / log_std.exp()).square() - log_std - _LOG_SQRT_2PI).sum(-1)
+            return logp, (0.5 + _LOG_SQRT_2PI + log_std).sum(-1)
         out = self.actor(obs)
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
@@ -147,6 +174,24 @@ class PPO(Agent):
         logp = (-0.5 * ((actions - out) / std).square() - self.log_std - _LOG_SQRT_2PI).sum(-1)
         entropy = (0.5 + _LOG_SQRT_2PI + self.log_std).sum().expand(out.shape[0])
         return logp, entropy
+
+    def _sde_latent(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """gSDE: the actor's mean ``[B, A]`` and its last hidden features ``[B, L]`` (detached: exploration
+        does not train the features, as in the paper's default)."""
+        latent = self.actor[:-1](obs)
+        return self.actor[-1](latent), latent.detach()
+
+    def _sde_mean_log_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """gSDE's mean and log std ``[B, A]``: ``latent @ E`` with ``E ~ N(0, sigma^2)`` has variance
+        ``latent^2 @ sigma^2`` per action."""
+        mean, latent = self._sde_latent(obs)
+        variance = latent.square() @ (2 * self.sde_module["log_std"]).exp()
+        return mean, 0.5 * torch.log(variance + 1e-6)
+
+    def _draw_noise_matrices(self, rows: int) -> torch.Tensor:
+        """``rows`` gSDE noise matrices ``E ~ N(0, sigma^2)`` ``[rows, L, A]``."""
+        sigma = self.sde_module["log_std"].exp()
+        return sigma * torch.randn((rows, *sigma.shape), device=sigma.device, generator=self.generator)
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
@@ -164,6 +209,14 @@ class PPO(Agent):
             u = torch.rand(out.shape, device=out.device, generator=self.generator)
             actions = (logp_all - torch.log(-torch.log(u))).argmax(-1)  # Gumbel-max sampling
             return actions, logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        if self.use_sde:
+            mean, latent = self._sde_latent(obs)
+            if obs.shape[0] == self.noise_matrices.shape[0]:  # the worker's sub-envs: their current matrices
+                matrices = self.noise_matrices
+            else:  # another batch (e.g. a stochastic evaluation): matrices of its own
+                matrices = self._draw_noise_matrices(obs.shape[0])
+            actions = mean + torch.einsum("bl,bla->ba", latent, matrices)
+            return actions, self._log_prob_entropy(obs, actions)[0]
         std = self.log_std.exp()
         noise = torch.randn(out.shape, device=out.device, generator=self.generator)
         actions = out + std * noise
@@ -193,6 +246,11 @@ class PPO(Agent):
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         self.explored(obs)
+        if self.use_sde:  # a new draw at each rollout's start, or every sde_sample_freq steps
+            every = self.config.sde_sample_freq if self.config.sde_sample_freq > 0 else self.rollout_steps
+            if self.sde_steps % every == 0:
+                self.noise_matrices = self._draw_noise_matrices(obs.shape[0])
+            self.sde_steps += 1
         nobs = self._norm(obs)
         actions, logp = self._sample(nobs)
         value = self.critic(nobs).squeeze(-1)
@@ -295,13 +353,16 @@ class PPO(Agent):
 
     # ----------------------------------------------------------------- persistence
     def modules(self) -> dict[str, nn.Module]:
-        return {
+        modules = {
             "actor": self.actor,
             "log_std": self.log_std_module,
             "critic": self.critic,
             "obs_rms": self.obs_rms,
             "reward_scaler": self.reward_scaler,
         }
+        if self.use_sde:
+            modules["sde_log_std"] = self.sde_module
+        return modules
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"optimizer": self.optimizer}
