@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 
 import pytest
 
+from podium.algos.ppo import PPOConfig
 from podium.algos.sac import SACConfig
 from podium.config import ConfigError
 from podium.tournament import TournamentConfig, load_tournament_config
@@ -111,6 +113,17 @@ def test_the_pool_follows_the_algorithm_ratio():
     assert gen.choose_algo(["ppo", "ppo", "td3"], ["ppo", "ppo", "td3", "sac"]) == "sac"
 
 
+def test_the_next_algorithm_is_the_one_furthest_below_its_share_once_the_pod_is_added():
+    gen = Generator(TournamentConfig(**{**BASE, "algos": {"ppo": 3, "sac": 1}}))
+    running: list[str] = []
+    for _ in range(6):
+        running.append(gen.choose_algo(running, running))
+    assert running == ["ppo", "ppo", "sac", "ppo", "ppo", "ppo"]  # shares of a pool of 1, 2, 3, ...: 3/4 and 1/4
+    # a tie in the running pool (a pool of 2 holding one ppo: each is half a pod short) goes to the algorithm
+    # furthest below its share of every pod started so far: sac, which has not run yet
+    assert gen.choose_algo(["ppo"], ["ppo", "ppo"]) == "sac"
+
+
 def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
     config = TournamentConfig(
         **{**BASE, "algos": {"sac": 1}, "generator": {"explore": 0.0, "mutation_prob": 1.0, "mutation_scale": 4.0}}
@@ -129,6 +142,7 @@ def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
         assert set(plan.mutated) == set(SACConfig.mutable)  # mutation_prob 1: all it declares
     assert min(taus) < 0.09 and max(taus) == SACConfig.mutable["tau"][1]  # clamped to the declared range
     assert min(lrs) >= base["actor_lr"] / 4 and max(lrs) <= base["actor_lr"] * 4 and len(set(lrs)) > 10
+    assert min(lrs) < base["actor_lr"] / 3 and max(lrs) > base["actor_lr"] * 3  # the whole of [1/4, 4]
 
 
 def test_explore_starts_fresh_pods_and_decisions_repeat_for_the_same_seed():
@@ -138,7 +152,7 @@ def test_explore_starts_fresh_pods_and_decisions_repeat_for_the_same_seed():
     plans = [Generator(config).next(n, entries, [], []) for n in range(3, 203)]
     fresh = sum(p.parent is None for p in plans)
     assert 60 < fresh < 140
-    assert all(p.spec.init_checkpoint is None for p in plans if p.parent is None)
+    assert all(p.spec.init_checkpoint is None and p.mutated == {} for p in plans if p.parent is None)
     parents = Counter(p.parent.pod_id for p in plans if p.parent is not None)
     assert parents["p0001"] > parents["p0002"] > 0  # rank-weighted choice
     again = [Generator(config).next(n, entries, [], []) for n in range(3, 203)]
@@ -153,6 +167,32 @@ def test_no_entry_of_the_chosen_algorithm_means_a_fresh_pod():
     assert plan.spec.algo == "ppo" and plan.parent is None
 
 
+def test_a_parent_is_picked_by_rank_uniformly_or_the_best():
+    """``generator.parent``: ``rank`` weighs the entries 1, 1/2, 1/3 (6/11, 3/11, 2/11 of the picks here)."""
+    entries = [_entry(f"p000{i}", "sac", -100.0 * i, i, {}) for i in (1, 2, 3)]
+    shares = {}
+    for how in ("rank", "uniform", "best"):
+        config = TournamentConfig(**{**BASE, "algos": {"sac": 1}, "generator": {"explore": 0.0, "parent": how}})
+        picks = Counter(Generator(config).next(n, entries, [], ["sac"]).parent.pod_id for n in range(2, 1202))
+        shares[how] = [picks[e.pod_id] / 1200 for e in entries]
+    assert shares["best"] == [1.0, 0.0, 0.0]
+    assert shares["uniform"] == pytest.approx([1 / 3] * 3, abs=0.04)
+    assert shares["rank"] == pytest.approx([6 / 11, 3 / 11, 2 / 11], abs=0.04)
+
+
+def test_effective_hparams_are_the_defaults_then_the_preset_then_the_pods_own_as_stored():
+    config = TournamentConfig(**{**BASE, "algos": {"ppo": 1}, "hparams": {"ppo": {"gamma": 0.9}}})
+    hparams = effective_hparams(config.pod_spec("ppo", 0))
+    assert (hparams["rollout_size"], hparams["learning_rate"], hparams["gamma"]) == (2048, 1e-3, 0.9)  # Pendulum's
+    assert hparams == json.loads(json.dumps(hparams))  # JSON types: what the database stores and gives back
+    without = effective_hparams(config.pod_spec("ppo", 0, preset=False))
+    assert (without["rollout_size"], without["learning_rate"], without["gamma"]) == (
+        PPOConfig().rollout_size,
+        PPOConfig().learning_rate,
+        0.9,
+    )
+
+
 def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
     ranges = {"exploration_noise": [0.05, 0.8], "ou_theta": [0.05, 0.5]}
     generator = {"explore": 1.0, "ranges": {"td3": ranges}, "mutation_prob": 1.0, "mutation_scale": 4.0}
@@ -161,6 +201,11 @@ def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
     first = Generator(config).next(1, [], [], [])
     assert first.sampled == {} and first.spec.hparams == {}  # the first td3 pod: podium's defaults
     fresh = [Generator(config).next(n, [], [], ["td3"]) for n in range(2, 202)]
+    assert all(p.mutated == {} and p.spec.hparams.keys() == {"exploration_noise", "ou_theta"} for p in fresh)
+    with_base = TournamentConfig(
+        **{**BASE, "algos": {"td3": 1}, "generator": generator, "hparams": {"td3": {"tau": 0.01}}}
+    )
+    assert Generator(with_base).next(2, [], [], ["td3"]).spec.hparams["tau"] == 0.01  # the config's own stay
     noise = [p.spec.hparams["exploration_noise"] for p in fresh]
     theta = [p.spec.hparams["ou_theta"] for p in fresh]
     assert all(0.05 <= x <= 0.8 for x in noise) and min(noise) < 0.1 and max(noise) > 0.5
@@ -179,3 +224,13 @@ def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
     assert sum(x < 0.7 / 4 for x in noise) > 10  # only a redraw from the whole range gets this far
     assert all("exploration_noise" in c.mutated or c.spec.hparams["exploration_noise"] == 0.7 for c in children)
     assert all("actor_lr" in c.mutated for c in children)  # the default mutable fields still mutate
+
+
+def test_a_range_from_zero_is_drawn_uniformly():
+    """Log-uniform draws need ``low > 0``; a range from 0 (or below) is drawn uniformly."""
+    generator = {"explore": 1.0, "ranges": {"td3": {"exploration_noise": [0.0, 0.5]}}}
+    config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": generator})
+    noise = [Generator(config).next(n, [], [], ["td3"]).spec.hparams["exploration_noise"] for n in range(2, 402)]
+    assert all(0.0 <= x <= 0.5 for x in noise)
+    assert sum(noise) / len(noise) == pytest.approx(0.25, abs=0.03)
+    assert sum(x < 0.25 for x in noise) == pytest.approx(200, abs=30)

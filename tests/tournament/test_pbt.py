@@ -3,13 +3,20 @@ continues, which copies a top member, when a member is ready, and a small tourna
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from podium.rundir import PodDir
 from podium.tournament import TournamentConfig
-from podium.tournament.generator import Generator, effective_hparams, since_change, waiting_members
+from podium.tournament.generator import (
+    Generator,
+    effective_hparams,
+    member_ranking,
+    since_change,
+    waiting_members,
+)
 from podium.tournament.leaderboard import Entry, PodRecord
 from podium.tournament.states import PodStatus
 
@@ -48,14 +55,18 @@ def test_the_bottom_member_copies_the_top_member_and_mutates_by_the_usual_factor
     config = _config(mutation_prob=1.0)
     pods = _population()
     top = pods[0]
+    seeds = set()
     for number in range(8, 40):
         plan = Generator(config).next(number, [], ["sac"] * 3, ["sac"] * 7, pods)
         assert plan.lineage == "p0004" and plan.source == top and plan.parent_id == "p0001"
         assert plan.spec.init_checkpoint == top.checkpoint and plan.spec.preset is False
         assert plan.mutated, "a copy explores"
+        assert plan.spec.hparams == {**top.hparams, **{name: new for name, (_, new) in plan.mutated.items()}}
+        seeds.add(plan.spec.seed)
         for name, (old, new) in plan.mutated.items():
             low, high = config.mutable("sac")[name]
             assert new in (pytest.approx(old * 0.8), pytest.approx(old * 1.2), low, high)
+    assert len(seeds) == 32  # a fresh seed for every round
 
 
 def test_a_member_outside_the_bottom_continues_its_own_training_unchanged():
@@ -64,7 +75,7 @@ def test_a_member_outside_the_bottom_continues_its_own_training_unchanged():
     plan = Generator(_config()).next(8, [], ["sac"] * 3, ["sac"] * 7, pods)
     assert plan.lineage == "p0004" and plan.source == pods[3] and plan.mutated == {}
     assert plan.spec.init_checkpoint == str(PodDir(pods[3].run_dir).last)  # its own full state: last.pt + replay
-    assert plan.spec.hparams == pods[3].hparams
+    assert plan.spec.hparams == pods[3].hparams and plan.spec.preset is False
 
 
 def test_a_member_that_is_not_ready_continues_even_at_the_bottom():
@@ -80,6 +91,50 @@ def test_a_member_that_is_not_ready_continues_even_at_the_bottom():
     # ... and after that copy, the count starts again: the copy itself is not ready yet
     pods.append(_pod(9, -390.0, lineage="p0004", parent="p0001", steps=3_000, ended=60.0))
     assert since_change(waiting_members(pods)[0]) == (3_000, 2.0)
+    # a failed round records no training time (and maybe no steps): it adds nothing
+    pods.append(_pod(10, None, lineage="p0004", parent="p0009", status=PodStatus.FAILED, ended=70.0))
+    pods[-1] = dataclasses.replace(pods[-1], steps=None, wall_time=None)
+    assert since_change(waiting_members(pods)[0]) == (3_000, 2.0)
+
+
+def test_a_member_is_ready_once_it_has_trained_exactly_ready_steps_and_ready_seconds():
+    pods = _population()  # p4 trained 1,000 steps in 2 s
+    at = Generator(_config(ready_steps=1_000, ready_seconds=2.0)).next(8, [], ["sac"] * 3, ["sac"] * 7, pods)
+    assert at.source == pods[0] and at.mutated  # ready: it copies the top member
+    for late in ({"ready_steps": 1_001}, {"ready_seconds": 2.5}):
+        assert Generator(_config(**late)).next(8, [], ["sac"] * 3, ["sac"] * 7, pods).source == pods[3]
+
+
+def test_the_bottom_and_top_fractions_hold_at_least_one_member_of_two_or_more():
+    """``truncation: 0.25``: of 8 members the bottom 2 copy, of 2 members the worse one copies, and a lone
+    member has no one to copy: it continues."""
+    eight = [_pod(n, -100.0 * n, ended=10.0 if n == 7 else 50.0 + n) for n in range(1, 9)]
+    plan = Generator(_config()).next(9, [], [], ["sac"] * 8, eight)  # p7, second worst, ended first
+    assert plan.lineage == "p0007" and plan.source in eight[:2]
+    two = [_pod(2, -200.0, ended=10.0), _pod(1, -100.0, ended=20.0)]
+    plan = Generator(_config()).next(3, [], [], ["sac"] * 2, two)
+    assert plan.lineage == "p0002" and plan.source == two[1]
+    alone = Generator(_config()).next(2, [], [], ["sac"], [_pod(1, -100.0)])
+    assert alone.lineage == "p0001" and alone.source.id == "p0001" and alone.mutated == {}
+    assert alone.spec.init_checkpoint.endswith("last.pt")
+
+
+def test_a_lone_member_that_failed_starts_again_fresh():
+    config = _config()
+    plan = Generator(config).next(2, [], [], ["sac"], [_pod(1, None, status=PodStatus.FAILED)])
+    assert (plan.lineage, plan.source, plan.parent, plan.mutated) == ("p0001", None, None, {})
+    assert plan.spec.algo == "sac" and plan.spec.init_checkpoint is None and plan.spec.hparams == {}
+    assert plan.spec == config.pod_spec("sac", plan.spec.seed)  # a fresh pod, with a seed of its own
+
+
+def test_members_wait_in_the_order_their_rounds_ended_and_rank_by_their_latest_score():
+    first, second = _pod(1, -100.0, ended=30.0), _pod(2, 0.0, ended=40.0)
+    pods = [first, second, _pod(3, 0.5, lineage="p0001", parent="p0001", ended=200.0)]
+    pods.append(_pod(4, -50.0, lineage="p0002", parent="p0002", ended=100.0))
+    assert [m[-1].id for m in waiting_members(pods)] == ["p0004", "p0003"]  # p4 ended first
+    assert [m[-1].id for m in member_ranking(pods, "sac")] == ["p0003", "p0004"]
+    zero = [_pod(1, 0.0), _pod(2, 0.5), _pod(3, -1.0)]
+    assert [m[-1].id for m in member_ranking(zero, "sac")] == ["p0002", "p0001", "p0003"]  # a score of 0 is 0
 
 
 def test_a_failed_member_copies_a_top_member_and_a_new_slot_starts_a_new_member():
@@ -87,8 +142,11 @@ def test_a_failed_member_copies_a_top_member_and_a_new_slot_starts_a_new_member(
     plan = Generator(_config()).next(8, [], ["sac"] * 3, ["sac"] * 7, pods)
     assert plan.lineage == "p0004" and plan.source in pods[:1]
     running = [p if p.status != PodStatus.FAILED else _pod(4, -400.0, status=PodStatus.RUNNING) for p in pods]
-    fresh = Generator(_config()).next(8, [], ["sac"] * 4, ["sac"] * 7, running)
+    entry = Entry("p0001", None, "sac", "Pendulum-v1", {"tau": 0.02}, -100.0, 10.0, 1, 1, 1.0, "/c.pt", 0.0, 1)
+    config = _config(explore=0.0)  # a new member starts fresh even with an entry to copy
+    fresh = Generator(config).next(8, [entry], ["sac"] * 4, ["sac"] * 7, running)
     assert fresh.lineage is None and fresh.source is None and fresh.spec.init_checkpoint is None
+    assert fresh.parent is None
 
 
 def test_the_usual_perturbation_also_drives_the_leaderboard_scheme():
