@@ -445,18 +445,19 @@ class Pod:
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
             self._message = self._nothing_to_do(stop)
             return self._report(stop, curve, None)
-        # forked processes first (extra learners, evaluator): they must not inherit the logger's thread
+        # forked processes first (extra learners, evaluator, rollout workers): they must not inherit the
+        # logger's thread
         group = _LearnerGroup.start(self) if spec.learners > 1 else None
         service = self._evaluator_service()
-        every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
-        self._next_eval = self._next_eval or every
-        logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
         worker: Worker | WorkerGroup
         if spec.workers:
             build = functools.partial(_worker_parts, spec, agent.config)
             worker = WorkerGroup(agent, build, spec.workers, seed=spec.seed + self.iterations)
         else:
             worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
+        every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
+        self._next_eval = self._next_eval or every
+        logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
         learner = Learner(agent, group.fusion if group else None, spec.fuse_every)
         buffer = agent.make_buffer()
         if self._replay is not None:
