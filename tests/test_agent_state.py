@@ -117,15 +117,19 @@ def test_state_round_trip_restores_every_key_and_the_stochastic_policy(algo, env
     assert torch.equal(a, b)
 
 
-def test_ppo_exploration_level_survives_save_load_and_resume(tmp_path):
-    report = podium.train("Pendulum-v1", "ppo", steps=4096, run_dir=tmp_path / "run", seed=0, **FAST)
-    trained = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["agent"]["module.log_std"]["log_std"]
+@pytest.mark.parametrize(
+    ("hparams", "module"),
+    [({"use_sde": False}, "log_std"), ({}, "sde_log_std")],  # the Pendulum preset explores with gSDE
+)
+def test_ppo_exploration_level_survives_save_load_and_resume(tmp_path, hparams, module):
+    report = podium.train("Pendulum-v1", "ppo", steps=4096, run_dir=tmp_path / "run", seed=0, hparams=hparams, **FAST)
+    trained = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["agent"][f"module.{module}"]["log_std"]
     assert not torch.equal(trained, torch.zeros_like(trained))  # it learned something
     policy = podium.load(report.run_dir)
-    best = load_checkpoint(report.checkpoint)["agent"]["module.log_std"]["log_std"]
-    assert torch.equal(policy.agent.log_std.detach(), best)
+    best = load_checkpoint(report.checkpoint)["agent"][f"module.{module}"]["log_std"]
+    assert torch.equal(policy.agent.modules()[module]["log_std"].detach(), best)
     resumed = Pod.resume(tmp_path / "run", progress=False)
-    assert torch.equal(resumed.agent.log_std.detach(), trained)
+    assert torch.equal(resumed.agent.modules()[module]["log_std"].detach(), trained)
 
 
 def test_a_state_the_modules_do_not_hold_is_refused_when_saving():

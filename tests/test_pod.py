@@ -333,6 +333,8 @@ def test_parameter_fusion_averages_networks_and_optimizer_moments(algo, updates)
         agent.generator.manual_seed(seed)
         if algo == "ppo":  # normaliser statistics (and counts) differ between the agents too
             agent.obs_rms.update(torch.randn(8 + seed, 3) * (seed + 1))
+            with torch.no_grad():  # and the plain Gaussian's log_std, which the preset's gSDE does not train
+                agent.log_std.fill_(-0.1 * seed)
             for _ in range(seed + 1):
                 agent.reward_scaler.scale(torch.randn(2), torch.tensor([False, seed == 1]))
         for _ in range(count):  # real updates so that every optimiser has moments

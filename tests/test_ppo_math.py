@@ -228,7 +228,7 @@ def test_gsde_sample_freq_redraws_the_matrices_every_k_steps():
 def test_gsde_sigma_is_trained_and_saved():
     agent = _sde_agent()
     obs = torch.rand(6, 3)
-    actions, extras = agent.explore(obs)
+    _, extras = agent.explore(obs)
     batch = {
         "obs": obs,
         "actions": extras["policy_actions"],

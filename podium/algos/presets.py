@@ -30,7 +30,10 @@ PRESETS: dict[tuple[str, str], Preset] = {
     ("ppo", "CartPole-v1"): Preset(
         num_envs=32, hparams={"rollout_size": 1024, "update_epochs": 4, "learning_rate": 1e-3}
     ),
-    # a shorter horizon (gamma 0.95) and scaled rewards make swing-up credit assignment easy
+    # a shorter horizon (gamma 0.95) and scaled rewards make swing-up credit assignment easy; gSDE (a noise
+    # matrix held for 4 steps, as rl-zoo) keeps a good swing-up policy steady. By the confirmed protocol
+    # (benchmarks/presets.py, 5 seeds): without gSDE the final policy of 100k steps fell back above -200 on
+    # 2 of 5 seeds (worst -318.5); with it all 5 stay (worst -151.1) and the target comes sooner (3.3 s median)
     ("ppo", "Pendulum-v1"): Preset(
         num_envs=64,
         hparams={
@@ -40,6 +43,8 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "update_epochs": 10,
             "num_minibatches": 8,
             "normalize_reward": True,
+            "use_sde": True,
+            "sde_sample_freq": 4,
         },
     ),
     # MountainCarContinuous rewards reaching the flag (+100) and charges for effort: independent Gaussian noise
