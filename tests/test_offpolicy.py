@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.distributions import Normal
 
 import podium
 from podium.algos import get_algo
@@ -465,3 +466,59 @@ def test_recording_a_finished_episode_restarts_its_ou_noise():
     terminated, truncated = torch.tensor([False, False]), torch.tensor([True, False])
     agent.record(buffer, obs, actions, extras, torch.zeros(2), obs, terminated, truncated, obs)
     assert bool((agent.ou_noise[0] == 0).all()) and bool((agent.ou_noise[1] != 0).all())
+
+
+def _sde_sac(num_envs: int = 4, **hp) -> SAC:
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-2.0, 2.0, (2,))
+    config = SACConfig(use_sde=True, hidden_sizes=(8, 5), learning_starts=0, **hp)
+    agent = SAC(obs_space, act_space, config, num_envs, torch.device("cpu"))
+    agent.generator.manual_seed(0)
+    with torch.no_grad():
+        agent.sde_module["log_std"].copy_(torch.linspace(-1.0, 0.5, 10).reshape(5, 2))
+    return agent
+
+
+def test_sac_gsde_explores_with_a_matrix_per_sub_env_until_its_episode_ends():
+    agent = _sde_sac()
+    obs = torch.rand(4, 3) * 2 - 1
+    actions, extras = agent.explore(obs)
+    matrices = agent.noise_matrices.clone()
+    with torch.no_grad():
+        latent = agent.actor[:-1](obs)
+        mean = agent.actor[-1](latent)
+    unit = torch.tanh(mean + torch.einsum("bl,bla->ba", latent, matrices))
+    torch.testing.assert_close(extras["policy_actions"], unit)
+    torch.testing.assert_close(actions, unit * 2.0)  # the env's bounds are [-2, 2]
+    agent.explore(obs)
+    assert torch.equal(agent.noise_matrices, matrices)  # held while the episodes go on
+    agent.episodes_ended(torch.tensor([False, True, False, False]))
+    assert torch.equal(agent.noise_matrices[[0, 2, 3]], matrices[[0, 2, 3]])
+    assert not torch.equal(agent.noise_matrices[1], matrices[1])  # a new episode, a new matrix
+
+
+def test_sac_gsde_log_density_is_the_squashed_gaussian_over_the_matrix_and_sigma_learns():
+    agent = _sde_sac(sde_sample_freq=3)
+    obs = torch.rand(4, 3)
+    for step in range(4):
+        before = agent.noise_matrices.clone()
+        agent.explore(obs)
+        assert torch.equal(agent.noise_matrices, before) == (step in (1, 2))  # draws at steps 0 and 3
+    actions, logp = agent._sample(obs, agent.noise_matrices)
+    with torch.no_grad():
+        latent = agent.actor[:-1](obs)
+        mean = agent.actor[-1](latent)
+        std = (latent.square() @ (2 * agent.sde_module["log_std"]).exp() + 1e-6).sqrt()
+        u = torch.atanh(actions.clamp(-1 + 1e-6, 1 - 1e-6))
+        expected = (Normal(mean, std).log_prob(u) - torch.log(1 - actions.square() + 1e-6)).sum(-1)
+    torch.testing.assert_close(logp.detach(), expected, rtol=1e-3, atol=1e-3)
+    batch = {
+        "obs": obs,
+        "actions": actions.detach(),
+        "rewards": torch.ones(4),
+        "next_obs": obs,
+        "terminated": torch.zeros(4),
+    }
+    sigma = agent.sde_module["log_std"].detach().clone()
+    agent.update(batch)
+    assert not torch.equal(agent.sde_module["log_std"], sigma)  # the actor's loss reached sigma
+    assert agent.unsaved_parameters() == [] and "module.sde_log_std" in agent.state_dict()

@@ -7,6 +7,14 @@ policy's entropy tracks ``target_entropy`` (``-|A|`` by default). Both critics a
 :class:`~podium.algos.networks.EnsembleMLP` (one batched matmul per layer), with a Polyak-averaged
 copy as target. Truncated episodes are bootstrapped (``terminated`` alone stops the bootstrap).
 
+Optional **gSDE** (``use_sde``; Raffin, Kober & Stulp 2022): the actor outputs only the mean, and the
+pre-tanh noise is ``latent(s) @ E``, the actor's last hidden features (detached) times a matrix
+``E ~ N(0, sigma^2)`` with a learned ``sigma`` ``[L, A]``. Each sub-env explores with its own matrix, drawn
+anew when its episode ends (and every ``sde_sample_freq`` steps if that is positive), so exploration is a
+smooth function of the state along an episode; the learner's updates draw one matrix per batch
+(reparameterised, so ``sigma`` is trained by the actor's loss). The log-density is that of the Gaussian over
+``E`` (variance ``latent^2 @ sigma^2`` per action) with the usual tanh correction.
+
 Reading order: ``SACConfig`` (hyperparameters) -> ``SAC.__init__`` (networks) -> policy
 (``_sample``, ``act``) -> worker side (``explore``/``record``) -> learner side (``learn`` then
 ``update``, which holds the three losses).
@@ -62,6 +70,13 @@ class SACConfig(OffPolicyConfig):
     """Lower clamp of the actor's log standard deviation."""
     log_std_max: float = 2.0
     """Upper clamp of the actor's log standard deviation."""
+    use_sde: bool = False
+    """Generalised state-dependent exploration (module docstring) instead of a state-dependent std head."""
+    sde_sample_freq: int = Field(default=-1, ge=-1)
+    """With gSDE: env steps between two draws of every sub-env's noise matrix; -1 (default): only when
+    its episode ends."""
+    sde_log_std_init: float = -3.0
+    """With gSDE: initial ``log(sigma)`` of every noise-matrix entry (Stable-Baselines3's default for SAC)."""
 
 
 @register_algo
@@ -84,7 +99,15 @@ class SAC(OffPolicyAgent):
     ) -> None:
         super().__init__(observation_space, action_space, config, num_envs, device)
         c = config
-        self.actor = mlp(self.obs_dim, c.hidden_sizes, 2 * self.action_dim, c.activation, orthogonal=False).to(device)
+        self.use_sde = c.use_sde
+        heads = self.action_dim if c.use_sde else 2 * self.action_dim  # gSDE: the mean only
+        self.actor = mlp(self.obs_dim, c.hidden_sizes, heads, c.activation, orthogonal=False).to(device)
+        if c.use_sde:  # log sigma of each (latent feature, action) entry of the noise matrices
+            latent = c.hidden_sizes[-1] if c.hidden_sizes else self.obs_dim
+            sigma = torch.full((latent, self.action_dim), c.sde_log_std_init, device=device)
+            self.sde_module = nn.ParameterDict({"log_std": sigma})
+            self.noise_matrices = torch.zeros(num_envs, latent, self.action_dim, device=device)
+            self.sde_steps = 0  # exploration steps taken: the first one draws every matrix
         self.critic = EnsembleMLP(2, self.obs_dim + self.action_dim, c.hidden_sizes, 1, c.activation).to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha_holder = nn.ParameterDict(
@@ -94,15 +117,28 @@ class SAC(OffPolicyAgent):
         self.target_entropy = -float(self.action_dim) if c.target_entropy is None else c.target_entropy
         self.critic_optimizer = adam(self.critic.parameters(), c.critic_lr, device)
         # one optimiser steps the actor and log(alpha): their losses share one backward pass
-        groups = [{"params": list(self.actor.parameters()), "lr": c.actor_lr}]
+        actor_params = [*self.actor.parameters(), *([self.sde_module["log_std"]] if c.use_sde else [])]
+        groups = [{"params": actor_params, "lr": c.actor_lr}]
         if c.autotune_alpha:
             groups.append({"params": [self.log_alpha], "lr": c.alpha_lr})
         self.actor_optimizer = adam(groups, c.actor_lr, device)
         self.actor_side_params = [p for g in groups for p in g["params"]]
 
     # ----------------------------------------------------------------- policy
-    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Squashed-Gaussian actions in ``[-1, 1]`` ``[B, A]`` and their log-probabilities ``[B]``."""
+    def _sample(self, obs: torch.Tensor, matrices: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Squashed-Gaussian actions in ``[-1, 1]`` ``[B, A]`` and their log-probabilities ``[B]``. With gSDE,
+        ``matrices [B, L, A]`` are the sub-envs' noise matrices; None draws one for the whole batch."""
+        if self.use_sde:
+            latent = self.actor[:-1](obs)
+            mean, latent = self.actor[-1](latent), latent.detach()
+            sigma = self.sde_module["log_std"].exp()
+            std = (latent.square() @ sigma.square() + 1e-6).sqrt()
+            if matrices is None:  # reparameterised: the actor's loss trains sigma through it
+                eps = torch.randn(sigma.shape, device=sigma.device, generator=self.generator)
+                noise = latent @ (sigma * eps)
+            else:
+                noise = torch.einsum("bl,bla->ba", latent, matrices)
+            return squashed_gaussian(mean, std.log(), noise / std)
         mean, log_std = self.actor(obs).chunk(2, dim=-1)
         log_std = log_std.clamp(self.config.log_std_min, self.config.log_std_max)
         noise = torch.randn(mean.shape, device=mean.device, generator=self.generator)
@@ -117,7 +153,23 @@ class SAC(OffPolicyAgent):
 
     # ----------------------------------------------------------------- worker side
     def exploration_actions(self, obs: torch.Tensor) -> torch.Tensor:
-        return self._sample(obs)[0]
+        if not self.use_sde:
+            return self._sample(obs)[0]
+        every = self.config.sde_sample_freq
+        if self.sde_steps == 0 or (every > 0 and self.sde_steps % every == 0):
+            self.noise_matrices = self._draw_noise_matrices(obs.shape[0])
+        self.sde_steps += 1
+        return self._sample(obs, self.noise_matrices)[0]
+
+    def _draw_noise_matrices(self, rows: int) -> torch.Tensor:
+        """``rows`` gSDE noise matrices ``E ~ N(0, sigma^2)`` ``[rows, L, A]``."""
+        sigma = self.sde_module["log_std"].detach().exp()
+        return sigma * torch.randn((rows, *sigma.shape), device=sigma.device, generator=self.generator)
+
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        if self.use_sde and self.sde_steps > 0:  # a new episode explores with a new matrix
+            fresh = self._draw_noise_matrices(done.shape[0])
+            self.noise_matrices = torch.where(done[:, None, None], fresh, self.noise_matrices)
 
     # ----------------------------------------------------------------- learner side
     @torch.no_grad()
@@ -160,12 +212,15 @@ class SAC(OffPolicyAgent):
 
     # ----------------------------------------------------------------- persistence
     def modules(self) -> dict[str, nn.Module]:
-        return {
+        modules = {
             "actor": self.actor,
             "critic": self.critic,
             "critic_target": self.critic_target,
             "log_alpha": self.log_alpha_holder,
         }
+        if self.use_sde:
+            modules["sde_log_std"] = self.sde_module
+        return modules
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
