@@ -6,6 +6,10 @@ import dataclasses
 import json
 import math
 import multiprocessing as mp
+import os
+import re
+import socket
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -75,6 +79,7 @@ def test_history_pods_and_lineage(db_url):
             status="running",
             run_dir=f"/runs/{pod_id}",
         )
+    assert (board.pod("p1").attempts, board.pod("p1").pruned) == (0, False)  # not submitted yet
     board.update_pod("p2", status="finished", score_mean=-180.0)
     assert [p.id for p in board.lineage("p3")] == ["p3", "p2", "p1"]
     assert [p.id for p in board.pods("finished")] == ["p2"]
@@ -83,6 +88,12 @@ def test_history_pods_and_lineage(db_url):
     history = board.history()
     assert [(h["pod_id"], h["outcome"]) for h in history] == [("p2", "entered"), ("p1", "failed")]
     assert history[1]["error"] == "killed by SIGKILL"
+    assert set(history[0]) == {"id", "pod_id", "received", "elapsed", "outcome", "rank", "algo", "score_mean"} | {
+        "score_std",
+        "steps",
+        "wall_time",
+        "error",
+    }  # without the full report
     assert [board.take_pod_number() for _ in range(3)] == [1, 2, 3]
 
 
@@ -492,9 +503,85 @@ def test_a_second_orchestrator_cannot_claim_a_running_tournament(db_url):
     assert board.claim() == owner
 
 
+def test_an_owner_on_this_host_is_judged_by_its_process_not_its_heartbeat(db_url):
+    board = _board(db_url)
+    me = board.claim()
+    assert me == f"{socket.gethostname()}:{os.getpid()}"
+    info = board.info()
+    assert (info["owner"], info["status"]) == (me, "running") and time.time() - info["heartbeat"] < 60
+    other = Leaderboard(db_url, board.name)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    other.update_info(owner=f"{socket.gethostname()}:{gone.pid}", heartbeat=time.time())  # fresh, but it died
+    assert board.claim() == me
+    running = subprocess.Popen(["sleep", "60"])
+    try:
+        alive = f"{socket.gethostname()}:{running.pid}"
+        other.update_info(owner=alive, heartbeat=time.time() - 3600)  # an old heartbeat, but it still runs
+        with pytest.raises(DatabaseError, match=f"already being run by process {alive}"):
+            board.claim()
+        assert running.poll() is None  # asking whether it is alive sends it no signal
+    finally:
+        running.kill()
+        running.wait()
+
+
+def test_the_tournament_row_holds_its_config_heartbeat_and_final_status(db_url):
+    board = _board(db_url)
+    assert board.info()["config"] == {"env": "Pendulum-v1"} and board.info()["owner"] is None
+    board.claim()
+    before = time.time()
+    board.heartbeat(12.5)
+    info = board.info()
+    assert info["elapsed"] == 12.5 and before <= info["heartbeat"] <= time.time()
+    board.release("finished", stop_reason="steps")
+    info = board.info()
+    assert (info["owner"], info["status"], info["stop_reason"]) == (None, "finished", "steps")
+    board.release("interrupted")
+    board.claim()  # resumed
+    assert board.info()["status"] == "running"
+    with pytest.raises(DatabaseError, match=f"no tournament named 'nope' in {re.escape(redact(db_url))}"):
+        Leaderboard(db_url, "nope").info()
+
+
+def test_tournaments_sharing_a_database_never_touch_each_other(db_url):
+    """One database may hold several tournaments, with the same pod ids: each reads and writes only its own."""
+    mine, theirs = _board(db_url), _board(db_url)
+    for board, algo in ((mine, "sac"), (theirs, "td3")):
+        fields = {"algo": algo, "env": "Pendulum-v1", "hparams": {}, "seed": 0, "spec": {}, "status": "running"}
+        board.add_pod(id="p0001", number=1, parent_id=None, run_dir=f"/runs/{algo}", **fields)
+        board.offer(_entry("a", -100.0), size=1)
+    theirs.update_info(owner="elsewhere:1", heartbeat=time.time())
+    assert (mine.pod("p0001").algo, theirs.pod("p0001").algo) == ("sac", "td3")
+    assert mine.offer(_entry("a", -50.0), size=1) == (1, [])  # replaces mine's entry for a
+    rank, dropped = mine.offer(_entry("b", -10.0), size=1)  # pushes mine's a off
+    assert rank == 1 and [e.pod_id for e in dropped] == ["a"]
+    me = mine.claim()
+    assert [(e.pod_id, e.score_mean) for e in theirs.entries()] == [("a", -100.0)]
+    assert (mine.info()["owner"], theirs.info()["owner"]) == (me, "elsewhere:1")
+    assert [(e.pod_id, e.score_mean) for e in mine.entries()] == [("b", -10.0)]
+
+
+def test_a_database_from_an_older_podium_gets_the_columns_it_lacks(db_url):
+    """The ``lineage`` column came with ``scheme: truncation``: opening an older database adds it, and its pods
+    read back with no lineage."""
+    board = _board(db_url)
+    fields = {"algo": "sac", "env": "Pendulum-v1", "hparams": {}, "seed": 0, "spec": {}, "status": "running"}
+    board.add_pod(id="p0001", number=1, parent_id=None, run_dir="/runs/p0001", **fields)
+    with board.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE pods DROP COLUMN lineage"))
+    board.close()
+    again = Leaderboard(db_url, board.name)
+    assert "lineage" in {c["name"] for c in sa.inspect(again.engine).get_columns("pods")}
+    assert again.pod("p0001").lineage is None
+    again.update_pod("p0001", lineage="p0001")
+    assert again.pod("p0001").lineage == "p0001"
+
+
 def test_a_taken_name_is_refused(db_url):
     board = _board(db_url)
-    with pytest.raises(DatabaseError, match="already holds a tournament"):
+    message = f"{re.escape(redact(db_url))} already holds a tournament named '{board.name}'; use 'podium tournament"
+    with pytest.raises(DatabaseError, match=message + r" resume RUN_DIR' to continue it, or another --run-dir"):
         Leaderboard(db_url, board.name).create({})
 
 

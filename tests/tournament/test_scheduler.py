@@ -207,9 +207,11 @@ def test_the_leaderboard_refuses_an_illegal_transition_and_writes_nothing(tmp_pa
     assert record.status is PodStatus.FINISHED and record.handle == "h:1" and record.steps == 2048
     with pytest.raises(IllegalTransition, match="'paused' is not a pod status"):
         board.update_pod("p0001", status="paused")
-    with pytest.raises(IllegalTransition):
+    with pytest.raises(IllegalTransition, match="pod p0002: 'paused' is not a pod status"):
         board.add_pod(id="p0002", status="paused", run_dir="/r/p0002", **{**values, "number": 2})
-    with pytest.raises(KeyError):
+    with pytest.raises(KeyError, match=f"no pod 'p0009' in tournament '{board.name}'"):
         board.update_pod("p0009", status="running")
+    with pytest.raises(KeyError, match=f"no pod 'p0009' in tournament '{board.name}'"):
+        board.pod("p0009")
     assert [p.status for p in board.pods("finished")] == [PodStatus.FINISHED]
     board.close()
