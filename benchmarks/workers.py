@@ -14,7 +14,8 @@ prints per setting:
 
     python benchmarks/workers.py                               # PPO on gymnasium's Pendulum-v1, W = 0, 1
     python benchmarks/workers.py --algo sac --workers 1,2
-    python benchmarks/workers.py --env InvertedPendulum-v5 --target 950 --workers 1,2,4   # MuJoCo
+    python benchmarks/workers.py --env HalfCheetah-v5 --algo sac --target 3000 --seconds 1800 \
+        --num-envs 8 --workers 1,2,4,8
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace, workers: int, seed: int) -> dict[str, float | 
             seconds=args.seconds,
             workers=workers,
             native_env=False,
+            **({"num_envs": args.num_envs} if args.num_envs else {}),
             seed=seed,
             tensorboard=False,
             run_dir=os.path.join(tmp, "pod"),
@@ -59,6 +61,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="budget of each run")
     parser.add_argument("--workers", default="1", help="rollout-worker counts to compare with 0")
     parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--num-envs", type=int, default=None, help="sub-envs (default: the preset's)")
     args = parser.parse_args()
     settings = [0, *(int(w) for w in args.workers.split(",") if int(w) > 0)]
     seeds = [int(s) for s in args.seeds.split(",")]

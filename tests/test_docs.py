@@ -14,7 +14,7 @@
 * Lines that set up the machine (``make ...``) are not run: they install the environment this test
   runs in. A block that needs an optional package that is missing is skipped, naming the package; a
   block that runs a benchmark (``python benchmarks/...``, minutes by design) only with
-  ``PODIUM_DOCS_BENCH=1``.
+  ``PODIUM_DOCS_BENCH=1``; a chain that trains MuJoCo pods only with ``-m slow`` (``make test-slow``).
 """
 
 from __future__ import annotations
@@ -188,7 +188,20 @@ def run_python(block: Block) -> None:
     exec(compile(shorten(block.text), block.where, "exec"), {"__name__": "__docs__"})
 
 
-@pytest.mark.parametrize("chain", CHAINS, ids=[" + ".join(b.where for b in chain) for chain in CHAINS])
+# MuJoCo pods (a few seconds of training, then a final evaluation of up to 1,000-step episodes) cost 20-45 s a
+# chain; tests/test_locomotion.py trains the same envs in the default suite, so these run with `make test-slow`
+MUJOCO_PODS = re.compile(
+    r"^\s*(podium (train|tournament)|env:)\b.*(Ant|Humanoid|HalfCheetah|Hopper)|hopper\.yaml", re.M
+)
+
+
+def _chain_param(chain: list[Block]):
+    ids = " + ".join(b.where for b in chain)
+    slow = any(b.lang == "bash" and MUJOCO_PODS.search(b.text) for b in chain)
+    return pytest.param(chain, id=ids, marks=pytest.mark.slow) if slow else pytest.param(chain, id=ids)
+
+
+@pytest.mark.parametrize("chain", [_chain_param(chain) for chain in CHAINS])
 def test_docs_block_runs_as_written(chain: list[Block], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if all(block.lang == "bash" and all(argv[0] == "make" for argv in commands(block.text)) for block in chain):
         pytest.skip("make demo / make test set up the machine this test runs on")
