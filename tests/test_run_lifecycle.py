@@ -109,6 +109,7 @@ def test_ctrl_c_from_python_raises_pod_interrupted_after_saving(tmp_path):
         _wait_for(lambda: len(_metric_steps(run_dir)) >= 2, what="training")
         os.kill(os.getpid(), signal.SIGINT)
 
+    before = signal.getsignal(signal.SIGINT)  # Python's default, or SIG_IGN when started as a background job
     thread = threading.Thread(target=interrupt_when_training, daemon=True)
     thread.start()
     with pytest.raises(PodInterrupted) as info:
@@ -117,7 +118,7 @@ def test_ctrl_c_from_python_raises_pod_interrupted_after_saving(tmp_path):
     assert isinstance(info.value, KeyboardInterrupt) and info.value.exit_code == 130
     assert info.value.steps == load_checkpoint(PodDir(run_dir).last)["counters"]["steps"] == _metric_steps(run_dir)[-1]
     assert "podium train --resume" in str(info.value)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the pod gave the handler back
+    assert signal.getsignal(signal.SIGINT) is before  # the pod gave the handler back
 
 
 # ----------------------------------------------------------------- one run per directory
