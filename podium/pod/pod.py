@@ -47,6 +47,7 @@ from podium.algos.presets import preset_for
 from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
+from podium.pod._child import close_quietly, ignore_stop_signals, reap, report_failure
 from podium.pod.evaluator import (
     EvalMode,
     EvaluationError,
@@ -742,13 +743,7 @@ class _LearnerGroup:
         return None
 
     def close(self) -> None:
-        for proc in self.processes:
-            proc.join(timeout=5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for conn in self.conns:
-            conn.close()
+        reap(self.processes, self.conns)
         self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -776,8 +771,7 @@ def _extra_learner(
     conn: Any,
 ) -> None:
     """Learner ``rank`` (>= 1) of a pod: collect on its own env, learn, fuse; until told to stop."""
-    for sig in (signal.SIGINT, signal.SIGTERM):  # learner 0 decides when the learners stop
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_stop_signals()  # learner 0 decides when the learners stop
     code, fusion = 0, None
     try:
         torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)
@@ -805,13 +799,9 @@ def _extra_learner(
             stop = learner.fuse()
     except BaseException as exc:
         code = 1
-        with contextlib.suppress(BrokenPipeError, OSError):
-            conn.send(f"{type(exc).__name__}: {exc}")
+        report_failure(conn, exc)
     finally:
-        conn.close()
-        if fusion is not None:
-            with contextlib.suppress(Exception):
-                fusion.close()
+        close_quietly(conn, fusion)
     os._exit(code)  # skip the pod's exit handlers, which a forked learner inherited
 
 

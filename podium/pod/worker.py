@@ -19,7 +19,6 @@ import copy
 import multiprocessing
 import multiprocessing.connection
 import os
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +27,7 @@ import torch
 
 from podium.algos.base import Agent
 from podium.envs.base import VecEnv
+from podium.pod._child import close_quietly, ignore_stop_signals, reap, report_failure
 
 __all__ = ["RolloutStats", "Transition", "Worker", "WorkerError", "WorkerGroup"]
 
@@ -282,13 +282,7 @@ class WorkerGroup:
         for conn in self.conns:
             with contextlib.suppress(BrokenPipeError, OSError):
                 conn.send(None)
-        for proc in self.processes:
-            proc.join(timeout=5.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for conn in self.conns:
-            conn.close()
+        reap(self.processes, self.conns)
 
 
 def _serve(
@@ -304,8 +298,7 @@ def _serve(
 ) -> None:
     """Rollout worker ``rank``: on each message load the parameters, collect ``steps`` steps into its
     columns of the shared rollout, say "ready"; until told to stop (``None``) or the pod is gone."""
-    for sig in (signal.SIGINT, signal.SIGTERM):  # the pod decides when its workers stop
-        signal.signal(sig, signal.SIG_IGN)
+    ignore_stop_signals()  # the pod decides when its workers stop
     code, env = 0, None
     lo, hi = rank * num_envs, (rank + 1) * num_envs
     try:
@@ -332,11 +325,7 @@ def _serve(
         pass  # the pod is gone
     except BaseException as exc:
         code = 1
-        with contextlib.suppress(BrokenPipeError, OSError):
-            conn.send(f"{type(exc).__name__}: {exc}")
+        report_failure(conn, exc)
     finally:
-        conn.close()
-        if env is not None:
-            with contextlib.suppress(Exception):
-                env.close()
+        close_quietly(conn, env)
     os._exit(code)  # skip the pod's exit handlers, which a forked worker inherited
