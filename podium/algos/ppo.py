@@ -109,6 +109,11 @@ class PPOConfig(AgentConfig):
     """Env steps between two draws of the gSDE noise matrices; -1 (default): once per rollout."""
 
 
+def _gaussian_log_prob(actions: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """``log N(actions; mean, exp(log_std)^2)`` summed over the action dimensions ``[B]``."""
+    return (-0.5 * ((actions - mean) / log_std.exp()).square() - log_std - _LOG_SQRT_2PI).sum(-1)
+
+
 @register_algo
 class PPO(Agent):
     """Proximal policy optimisation (Schulman et al. 2017) for Discrete and Box action spaces."""
@@ -163,8 +168,7 @@ class PPO(Agent):
         """Log-probability of ``actions`` and entropy of the policy at ``obs`` (both ``[B]``)."""
         if self.use_sde:
             mean, log_std = self._sde_mean_log_std(obs)
-            logp = (-0.5 * ((actions - mean) / log_std.exp()).square() - log_std - _LOG_SQRT_2PI).sum(-1)
-            return logp, (0.5 + _LOG_SQRT_2PI + log_std).sum(-1)
+            return _gaussian_log_prob(actions, mean, log_std), (0.5 + _LOG_SQRT_2PI + log_std).sum(-1)
         out = self.actor(obs)
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
@@ -185,8 +189,11 @@ class PPO(Agent):
         """gSDE's mean and log std ``[B, A]``: ``latent @ E`` with ``E ~ N(0, sigma^2)`` has variance
         ``latent^2 @ sigma^2`` per action."""
         mean, latent = self._sde_latent(obs)
-        variance = latent.square() @ (2 * self.sde_module["log_std"]).exp()
-        return mean, 0.5 * torch.log(variance + 1e-6)
+        return mean, self._sde_log_std(latent)
+
+    def _sde_log_std(self, latent: torch.Tensor) -> torch.Tensor:
+        """gSDE's log std ``[B, A]`` for (detached) features ``latent [B, L]``."""
+        return 0.5 * torch.log(latent.square() @ (2 * self.sde_module["log_std"]).exp() + 1e-6)
 
     def _draw_noise_matrices(self, rows: int) -> torch.Tensor:
         """``rows`` gSDE noise matrices ``E ~ N(0, sigma^2)`` ``[rows, L, A]``."""
@@ -216,7 +223,7 @@ class PPO(Agent):
             else:  # another batch (e.g. a stochastic evaluation): matrices of its own
                 matrices = self._draw_noise_matrices(obs.shape[0])
             actions = mean + torch.einsum("bl,bla->ba", latent, matrices)
-            return actions, self._log_prob_entropy(obs, actions)[0]
+            return actions, _gaussian_log_prob(actions, mean, self._sde_log_std(latent))
         std = self.log_std.exp()
         noise = torch.randn(out.shape, device=out.device, generator=self.generator)
         actions = out + std * noise

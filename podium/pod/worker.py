@@ -193,9 +193,10 @@ class WorkerGroup:
         n = agent.num_envs // workers
         self.obs = torch.empty(0)  # [N, obs_dim] last observation of the rollout :meth:`collect` returned
         self.rollout = self._allocate(agent, self.steps)
+        # shaped like Agent.state_dict()'s modules, so that a worker loads it with Agent.load_modules
         self.params = {
-            name: {k: v.detach().to("cpu", copy=True).share_memory_() for k, v in module.state_dict().items()}
-            for name, module in agent.modules().items()
+            f"module.{name}": {k: v.detach().to("cpu", copy=True).share_memory_() for k, v in m.state_dict().items()}
+            for name, m in agent.modules().items()
         }
         context = multiprocessing.get_context(start_method)
         self.stopping = context.Event()  # set by close: a worker abandons its rollout at the next step
@@ -229,7 +230,7 @@ class WorkerGroup:
     def _start_next(self) -> None:
         """Publish the learner's parameters and set every worker collecting the next rollout."""
         for name, module in self.agent.modules().items():
-            shared = self.params[name]
+            shared = self.params[f"module.{name}"]
             for k, v in module.state_dict().items():
                 shared[k].copy_(v)
         extra = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in self.agent.extra_state().items()}
@@ -250,9 +251,9 @@ class WorkerGroup:
                 if message != "ready":
                     raise WorkerError(f"rollout worker {rank} failed: {message}")
                 del pending[rank]
-            for rank in pending:
-                if not ready and not self.processes[rank].is_alive():
-                    raise WorkerError(self._death(rank))
+            dead = [rank for rank in pending if not ready and not self.processes[rank].is_alive()]
+            if dead:
+                raise WorkerError(self._death(dead[0]))
 
     def _death(self, rank: int) -> str:
         proc = self.processes[rank]
@@ -266,8 +267,7 @@ class WorkerGroup:
         self._wait()
         agent, device = self.agent, self.agent.device
         data = {k: v.to(device) for k, v in self.rollout.items()}  # one host-to-device copy per rollout
-        last_obs = data.pop("last_obs")
-        self.obs = last_obs.clone() if last_obs.data_ptr() == self.rollout["last_obs"].data_ptr() else last_obs
+        self.obs = data.pop("last_obs").clone()  # (a copy: the workers overwrite the shared one)
         for t in range(self.steps):
             step = Transition.from_tensors({k: v[t] for k, v in data.items()})
             agent.explored(step.obs)
@@ -307,8 +307,7 @@ def _serve(
         env, agent = build(rank, num_envs)
         worker = Worker(env, agent, seed=seed + lo)
         while (extra := conn.recv()) is not None:
-            for name, module in agent.modules().items():
-                module.load_state_dict(params[name])
+            agent.load_modules(params)
             agent.load_extra_state(extra)
             for t in range(steps):
                 if stopping.is_set():
