@@ -34,11 +34,15 @@ class AgentConfig(BaseModel):
 
     ``mutable`` declares which numeric hyperparameters a tournament may perturb (population-based
     training) and the range a perturbed value must stay in: the algorithm knows its own knobs, so the
-    tournament does not hard-code names per algorithm.
+    tournament does not hard-code names per algorithm. ``choices`` declares its categorical settings a
+    tournament may search (``generator.choices``) and their options; those in ``shape`` change which
+    modules the agent saves, so a child keeps its parent's value (only fresh pods draw them).
     """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False)
     mutable: ClassVar[dict[str, tuple[float, float]]] = {}
+    choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    shape: ClassVar[frozenset[str]] = frozenset()
 
 
 class Agent(ABC):

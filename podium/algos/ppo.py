@@ -29,7 +29,7 @@ Reading order: ``PPOConfig`` (hyperparameters) -> ``PPO.__init__`` (networks) ->
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
@@ -55,6 +55,8 @@ class PPOConfig(AgentConfig):
         "clip_coef": (0.05, 0.5),
         "gae_lambda": (0.8, 0.99),
     }
+    choices: ClassVar[dict[str, tuple[Any, ...]]] = {"use_sde": (False, True)}
+    shape: ClassVar[frozenset[str]] = frozenset({"use_sde"})  # gSDE's sigma replaces log_std
 
     num_steps: int = Field(default=32, gt=0)
     """Env steps per sub-env per rollout (the rollout holds ``num_steps * num_envs`` transitions)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
@@ -47,6 +47,8 @@ class SACConfig(OffPolicyConfig):
         "alpha_lr": (1e-5, 1e-2),
         "tau": (1e-3, 0.1),
     }
+    choices: ClassVar[dict[str, tuple[Any, ...]]] = {"use_sde": (False, True)}
+    shape: ClassVar[frozenset[str]] = frozenset({"use_sde"})  # gSDE adds sde_log_std, the actor outputs less
 
     tau: float = Field(default=0.02, gt=0, le=1)
     """Polyak coefficient of the target critics: ``target <- (1 - tau) target + tau online``."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import torch
@@ -44,6 +44,7 @@ class TD3Config(OffPolicyConfig):
         "exploration_noise": (0.0, 1.0),  # exploration is part of what a population searches
         "ou_theta": (0.01, 1.0),
     }
+    choices: ClassVar[dict[str, tuple[Any, ...]]] = {"noise_type": ("gaussian", "ou")}
 
     tau: float = Field(default=0.05, gt=0, le=1)
     """Polyak coefficient of the target networks, ``target <- (1 - tau) target + tau online``, applied

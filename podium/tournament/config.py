@@ -117,7 +117,24 @@ class GeneratorConfig(_Strict):
     and a child redraws it with probability ``resample_prob`` instead of perturbing it. The first
     fresh pod of each algorithm keeps the base hyperparameters (podium's preset)."""
     resample_prob: float = Field(default=0.25, ge=0, le=1)
-    """Probability that a ranged hyperparameter chosen for mutation is redrawn from its whole range."""
+    """Probability that a ranged hyperparameter chosen for mutation is redrawn from its whole range (and that
+    a searched choice chosen for mutation switches to another option)."""
+    choices: dict[str, dict[str, list[Any]]] = Field(default_factory=dict)
+    """Categorical settings to search per algorithm, e.g. ``{td3: {noise_type: [gaussian, ou]}, sac: {use_sde:
+    [false, true]}}``: options among those the algorithm declares (``AgentConfig.choices``). Every fresh pod
+    except the first of its algorithm draws each one uniformly; a child switches it to another option with
+    probability ``mutation_prob * resample_prob``, unless it changes the saved networks
+    (``AgentConfig.shape``, e.g. gSDE's ``use_sde``): then the child keeps its parent's, since it continues
+    the parent's checkpoint."""
+
+    @field_validator("choices")
+    @classmethod
+    def _two_options(cls, value: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
+        for algo, fields in value.items():
+            for name, options in fields.items():
+                if len(set(map(repr, options))) < 2:
+                    raise ValueError(f"choices.{algo}.{name}: need at least two different options, got {options}")
+        return {algo.lower(): fields for algo, fields in value.items()}
 
     @field_validator("perturb")
     @classmethod
@@ -256,6 +273,7 @@ class TournamentConfig(_Strict):
             ("hparams", self.hparams),
             ("generator.ranges", self.generator.ranges),
             ("generator.mutate", self.generator.mutate),
+            ("generator.choices", self.generator.choices),
         ):
             for algo in algos:
                 if algo not in self.algos:
@@ -271,6 +289,20 @@ class TournamentConfig(_Strict):
                             f"generator.{what}.{algo}: {name!r} is not a mutable {algo} hyperparameter "
                             f"(mutable: {', '.join(declared) or 'none'})"
                         )
+        for algo, fields in self.generator.choices.items():
+            declared_choices = get_algo(algo).Config.choices
+            for name, options in fields.items():
+                if name not in declared_choices:
+                    raise ValueError(
+                        f"generator.choices.{algo}: {name!r} is not a setting {algo} lets a tournament choose "
+                        f"(choices: {', '.join(declared_choices) or 'none'})"
+                    )
+                bad = [o for o in options if o not in declared_choices[name]]
+                if bad:
+                    raise ValueError(
+                        f"generator.choices.{algo}.{name}: {bad[0]!r} is not an option "
+                        f"(options: {', '.join(map(str, declared_choices[name]))})"
+                    )
         return self
 
     # ----------------------------------------------------------------- derived

@@ -11,7 +11,10 @@ mutated hyperparameters (exploit, then explore, as in population-based training)
    ``AgentConfig.mutable``) changed with probability ``mutation_prob``: multiplied by one of ``perturb``'s
    factors (x0.8 or x1.2) or, with ``mutation_scale``, by a factor drawn log-uniformly from
    ``[1/mutation_scale, mutation_scale]``; a ranged one is redrawn from its range with probability
-   ``resample_prob``. Values stay inside their range and the field's valid range.
+   ``resample_prob``. Values stay inside their range and the field's valid range. A categorical setting
+   searched with ``generator.choices`` (e.g. TD3's ``noise_type``) is drawn uniformly by fresh pods and
+   switched by a child with probability ``mutation_prob * resample_prob``, unless it shapes the networks
+   the child inherits (``AgentConfig.shape``, e.g. gSDE's ``use_sde``).
 
 With ``scheme: truncation`` (population-based training, :meth:`Generator.next` given the pods), a free slot
 is refilled by the *member* (lineage) that finished its round first: it continues from its own last
@@ -125,10 +128,12 @@ class Generator:
 
     def _fresh(self, algo: str, seed: int, started: list[str], rng: np.random.Generator) -> Plan:
         ranges = self.config.generator.ranges.get(algo, {})
-        if not ranges or algo not in started:
+        choices = self.config.generator.choices.get(algo, {})
+        if not (ranges or choices) or algo not in started:
             return Plan(self.config.pod_spec(algo, seed), None, {})
         base = effective_hparams(self.config.pod_spec(algo, seed))
         sampled = {name: _like(base[name], _draw(low, high, rng)) for name, (low, high) in ranges.items()}
+        sampled |= {name: options[int(rng.integers(len(options)))] for name, options in choices.items()}
         hparams = {**self.config.hparams.get(algo, {}), **sampled}
         return Plan(self.config.pod_spec(algo, seed, hparams=hparams), None, {}, sampled)
 
@@ -157,6 +162,13 @@ class Generator:
             if new != value:
                 hparams[name] = new
                 mutated[name] = (value, new)
+        for name, options in g.choices.get(algo, {}).items():  # categorical: switch, or keep
+            if name in config_cls.shape or rng.random() >= g.mutation_prob or rng.random() >= g.resample_prob:
+                continue
+            others = [o for o in options if o != hparams.get(name)]
+            new = others[int(rng.integers(len(others)))]
+            mutated[name] = (hparams.get(name), new)
+            hparams[name] = new
         return hparams, mutated
 
     def _next_round(self, member: list[PodRecord], pods: Sequence[PodRecord], rng: np.random.Generator) -> Plan:

@@ -437,8 +437,8 @@ class Orchestrator:
         )
         origin = "fresh"
         if plan.sampled:
-            origin += " (" + ", ".join(f"{k} {v:.3g}" for k, v in plan.sampled.items()) + ")"
-        changes = ", ".join(f"{k} {a:.3g}->{b:.3g}" for k, (a, b) in plan.mutated.items()) or "no mutation"
+            origin += " (" + ", ".join(f"{k} {_shown(v)}" for k, v in plan.sampled.items()) + ")"
+        changes = ", ".join(f"{k} {_shown(a)}->{_shown(b)}" for k, (a, b) in plan.mutated.items()) or "no mutation"
         if plan.parent is not None:
             origin = f"from {plan.parent.pod_id} (#{plan.parent.rank}, {plan.parent.score_mean:.1f}; {changes})"
         elif plan.source is not None and plan.source.lineage == plan.lineage:
@@ -594,3 +594,8 @@ def _default_run_dir(config: TournamentConfig) -> Path:
         number += 1
         path = Path("runs") / f"{config.name}-{number}"
     return path
+
+
+def _shown(value: Any) -> str:
+    """A hyperparameter's value in a log line: numbers to 3 significant digits, a choice as it is."""
+    return f"{value:.3g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)

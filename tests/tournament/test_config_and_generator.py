@@ -46,6 +46,16 @@ VALIDATION = {"period": ["2015-01-02", "2015-12-31"], "random_start": False, "sc
         ({"generator": {"ranges": {"sac": {"lr": [0.1, 1]}}}, "algos": {"sac": 1}}, r"ranges.sac: 'lr' is not a mut"),
         ({"generator": {"ranges": {"sac": {"autotune_alpha": [0, 1]}}}, "algos": {"sac": 1}}, "autotune_alpha"),
         ({"generator": {"scheme": "pbt"}}, "leaderboard.*truncation"),
+        (
+            {"algos": {"td3": 1}, "generator": {"choices": {"td3": {"noise": ["ou", "gaussian"]}}}},
+            r"choices.td3: 'noise' is not a setting td3 lets a tournament choose \(choices: noise_type\)",
+        ),
+        (
+            {"algos": {"td3": 1}, "generator": {"choices": {"td3": {"noise_type": ["ou", "pink"]}}}},
+            r"choices.td3.noise_type: 'pink' is not an option \(options: gaussian, ou\)",
+        ),
+        ({"algos": {"sac": 1}, "generator": {"choices": {"sac": {"use_sde": [True]}}}}, "at least two different"),
+        ({"algos": {"sac": 1}, "generator": {"choices": {"td3": {"noise_type": ["ou", "gaussian"]}}}}, "not in algos"),
     ],
 )
 def test_bad_configs_are_refused_with_the_field_named(fields, match):
@@ -234,3 +244,32 @@ def test_a_range_from_zero_is_drawn_uniformly():
     assert all(0.0 <= x <= 0.5 for x in noise)
     assert sum(noise) / len(noise) == pytest.approx(0.25, abs=0.03)
     assert sum(x < 0.25 for x in noise) == pytest.approx(200, abs=30)
+
+
+def test_choices_spread_fresh_pods_and_children_switch_only_what_keeps_the_networks():
+    """``generator.choices``: a fresh pod after the first draws each searched setting uniformly; a child
+    switches TD3's noise type with probability mutation_prob * resample_prob, but never gSDE's ``use_sde``
+    (it changes the networks the child inherits from its parent's checkpoint)."""
+    choices = {"td3": {"noise_type": ["gaussian", "ou"]}, "sac": {"use_sde": [False, True]}}
+    generator = {"explore": 1.0, "choices": choices}
+    config = TournamentConfig(**{**BASE, "algos": {"td3": 1, "sac": 1}, "generator": generator})
+    gen = Generator(config)
+    assert gen.next(1, [], [], []).spec.hparams == {}  # the first pod of an algorithm keeps the preset
+    fresh = [gen.next(n, [], ["td3"] if n % 2 else [], ["td3", "sac"]) for n in range(2, 402)]  # td3, sac, ...
+    for algo, name in (("td3", "noise_type"), ("sac", "use_sde")):
+        drawn = Counter(p.spec.hparams[name] for p in fresh if p.spec.algo == algo)
+        assert drawn.keys() == set(choices[algo][name]) and min(drawn.values()) > 0.35 * sum(drawn.values())
+        assert all(p.sampled[name] == p.spec.hparams[name] for p in fresh if p.spec.algo == algo)
+
+    generator = {"explore": 0.0, "choices": choices, "mutation_prob": 0.5, "resample_prob": 0.5}
+    config = TournamentConfig(**{**BASE, "algos": {"td3": 1, "sac": 1}, "generator": generator})
+    td3 = _entry("p0001", "td3", -150.0, 1, effective_hparams(config.pod_spec("td3", 0)) | {"noise_type": "ou"})
+    sac = _entry("p0002", "sac", -160.0, 2, effective_hparams(config.pod_spec("sac", 0)) | {"use_sde": True})
+    children = [Generator(config).next(n, [td3, sac], ["td3"] if n % 2 else [], ["td3", "sac"]) for n in range(800)]
+    td3_children = [c for c in children if c.spec.algo == "td3"]
+    switched = [c for c in td3_children if c.spec.hparams["noise_type"] == "gaussian"]
+    assert all(c.mutated["noise_type"] == ("ou", "gaussian") for c in switched)
+    assert len(switched) == pytest.approx(0.25 * len(td3_children), rel=0.25)
+    sac_children = [c for c in children if c.spec.algo == "sac"]
+    assert sac_children and all(c.spec.hparams["use_sde"] is True for c in sac_children)
+    assert all("use_sde" not in c.mutated for c in sac_children)

@@ -194,3 +194,36 @@ def test_a_truncation_tournament_continues_and_copies_members(tmp_path):
     assert all(board.pod(p.parent_id).lineage != p.lineage for p in copied)
     assert all(p.status == PodStatus.FINISHED and math.isfinite(p.score_mean) for p in pods)
     board.close()
+
+
+def test_a_tournament_searches_td3s_noise_type(tmp_path, capsys):
+    """``generator.choices`` end to end: fresh pods after the first draw the noise type, pods train with
+    what they drew, and the log line says which."""
+    from podium.tournament import tournament
+    from podium.tournament.backends import Resources
+    from podium.tournament.backends.inline import InlineBackend
+    from podium.tournament.leaderboard import Leaderboard
+
+    report = tournament(
+        run_dir=tmp_path / "run",
+        progress=False,
+        backend=InlineBackend(Resources(cpus=1)),
+        env="Pendulum-v1",
+        algos={"td3": 1},
+        steps=4 * 512,
+        pod={"steps": 512, "eval_every": 512, "eval_episodes": 2, "tensorboard": False, "eval_mode": "inline"},
+        hparams={"td3": {"learning_starts": 256}},
+        selection={"episodes": 0},
+        pool={"min": 1, "max": 1},
+        generator={"explore": 1.0, "choices": {"td3": {"noise_type": ["gaussian", "ou"]}}},
+        seed=0,
+    )
+    board = Leaderboard(f"sqlite:///{tmp_path / 'run' / 'leaderboard.db'}", report.name)
+    pods = board.pods()
+    board.close()
+    assert len(pods) == 4 and pods[0].hparams["noise_type"] == "gaussian"  # the first: the preset's
+    drawn = [p.hparams["noise_type"] for p in pods[1:]]
+    assert set(drawn) <= {"gaussian", "ou"} and all(p.status == PodStatus.FINISHED for p in pods)
+    out = capsys.readouterr().out
+    for pod, value in zip(pods[1:], drawn, strict=True):
+        assert f"{pod.id} td3 started fresh (noise_type {value})" in out
