@@ -7,7 +7,14 @@ The claim under test: a tournament beats a single pod on the same compute. Per t
   * ``single ALGO`` one pod as ``podium.train`` builds it (podium's defaults and presets) with
                     ``torch_threads = cores``, for every algorithm of ``--single`` (default: the mix's);
                     ``--single-threads 2,1`` also runs it with other thread counts (podium's own
-                    default is 1 thread, often the fastest for its small networks).
+                    default is 1 thread, often the fastest for its small networks);
+  * ``ray tune pbt`` (``--pbt``) Ray Tune's PopulationBasedTraining scheduler driving podium pods, the peer
+                    a user would pick to tune podium: ``cores`` trials of one CPU, trial ``i`` of the mix's
+                    ``i % len(mix)``-th algorithm, an iteration = one pod round of ``--round`` seconds that
+                    continues the trial's last checkpoint, PBT's defaults otherwise (see ``_ray_tune_pbt``).
+                    It needs ray[tune], which pins its own gymnasium: it runs with ``--pbt-python``
+                    (default ``.venv-rllib/bin/python``, see benchmarks/vs_rllib.py), on a local Ray
+                    cluster bound to 127.0.0.1.
 Every run is a fresh Python process started by this script, one at a time (two at once would steal
 each other's cores), in its own temporary run directory. The wall-clock budget ``--seconds`` counts
 from the moment that process is launched: imports, set-up and (for the tournament) every pod's own
@@ -28,6 +35,7 @@ Usage::
     python benchmarks/tournament_vs_single.py --tasks pendulum --mix sac=2,td3=1 --single sac
     python benchmarks/tournament_vs_single.py --single-threads 2,1  # single pods on 2 threads and on 1
     python benchmarks/tournament_vs_single.py --quick              # smoke test: 1 seed, 30 s, pendulum
+    python benchmarks/tournament_vs_single.py --tasks mcc --seeds 10 --seconds 90 --pbt --single-threads 1
 
 The markdown table it prints is ready for BENCHMARKS.md; the raw runs go to ``--out`` (CSV).
 """
@@ -140,6 +148,8 @@ def _worker(job_file: str, launched: float) -> int:
             "stop_reason": t_report.stop_reason,
             **_round_overheads(orchestrator.board.pods("finished"), job["cores"]),
         }
+    elif job["kind"] == "pbt":
+        result = _ray_tune_pbt(job, launched)
     else:
         from podium.api import make_spec
         from podium.pod import Pod
@@ -175,6 +185,166 @@ def _worker(job_file: str, launched: float) -> int:
     return 0
 
 
+def _ray_tune_pbt(job: dict[str, Any], launched: float) -> dict[str, Any]:
+    """Ray Tune's PBT scheduler driving podium pods: the peer a user would pick to tune podium.
+
+    Population = ``cores`` trials, one CPU each, trial ``i`` of the mix's ``i % len(mix)``-th algorithm with
+    podium's preset. A training iteration is one pod round of ``round`` seconds that continues from the
+    trial's last checkpoint (networks, optimisers, normalisers and replay buffer, as a tournament child gets
+    them) and reports the round's last evaluation mean. PBT's defaults otherwise: every ``round`` seconds of a
+    trial's time the bottom quantile copies a top trial's checkpoint and configuration (its algorithm
+    included), then perturbs the algorithm's mutable hyperparameters by x0.8/x1.2 or resamples them (25%)
+    from the ranges podium declares. The pod's target confirmation is on, as in the tournament; the run stops
+    as soon as any trial confirms the target, or at the budget.
+    """
+    for name, value in {
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # keep Ray on 127.0.0.1 (docs/cluster.md)
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",
+    }.items():
+        os.environ.setdefault(name, value)
+    import ray
+    from ray import tune
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    from podium.algos import get_algo
+    from podium.api import make_spec
+    from podium.tournament.generator import effective_hparams
+
+    algos = list(job["mix"])
+    common = {"env": job["env"], "target": job["target"], "torch_threads": 1, "tensorboard": False}
+    if job["eval_every"]:
+        common["eval_every"] = job["eval_every"]
+    space: dict[str, Any] = {}
+    mutations: dict[str, Any] = {}
+    for algo in algos:
+        declared = get_algo(algo).Config.mutable
+        base = effective_hparams(make_spec(None, algo=algo, seed=0, **common))
+        space[algo] = {name: base[name] for name in declared}
+        mutations[algo] = {
+            name: tune.loguniform(low, high) if low > 0 else tune.uniform(low, high)
+            for name, (low, high) in declared.items()
+        }
+
+    def trainable(config: dict[str, Any]) -> None:
+        import tempfile as _tempfile
+
+        from podium.pod import Pod
+
+        restored = tune.get_checkpoint()
+        steps = 0
+        while True:
+            algo = config["algo"]
+            hparams = {**effective_hparams(make_spec(None, algo=algo, seed=0, **common)), **config[algo]}
+            init = None
+            if restored is not None:
+                init = str(Path(restored.path) / "checkpoints" / "last.pt")
+                steps = json.loads((Path(restored.path) / "pbt.json").read_text())["steps"]
+            run_dir = Path(_tempfile.mkdtemp(prefix="pbt-round-")) / "run"
+            spec = make_spec(
+                None,
+                algo=algo,
+                seed=int(config["seed"]) + steps,
+                seconds=job["round"],
+                hparams=hparams,
+                preset=False,
+                init_checkpoint=init,
+                **common,
+            )
+            started = time.time()
+            report = Pod(spec, run_dir=run_dir).run()
+            steps += report.steps
+            reached_at = started + report.time_to_target if report.reached_target else None
+            (run_dir / "pbt.json").write_text(json.dumps({"steps": steps}))
+            metrics = {
+                "score": report.last_mean,
+                "best": report.score_mean,
+                "steps": steps,
+                "reached": bool(report.reached_target),
+                "reached_at": reached_at or 0.0,
+                "algo_index": algos.index(algo),
+            }
+            checkpoint = tune.Checkpoint.from_directory(str(run_dir))
+            tune.report(metrics, checkpoint=checkpoint)
+            restored = checkpoint  # the next round continues from this one unless PBT swaps it
+
+    class AnyReached(tune.Stopper):
+        """Stop every trial once one confirmed the target."""
+
+        def __init__(self) -> None:
+            self.done = False
+
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            self.done = self.done or bool(result.get("reached"))
+            return self.done
+
+        def stop_all(self) -> bool:
+            return self.done
+
+    cores = job["cores"]
+    ray.init(
+        address="local", num_cpus=cores, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False
+    )
+    try:
+        scheduler = PopulationBasedTraining(
+            time_attr="time_total_s",
+            perturbation_interval=job["round"],
+            hyperparam_mutations=mutations,
+            perturbation_factors=(1.2, 0.8),
+            resample_probability=0.25,
+        )
+        seeds = iter(range(job["seed"] * 1000, job["seed"] * 1000 + cores))
+        algo_of = iter([algos[i % len(algos)] for i in range(cores)])
+        space = {
+            **space,
+            "algo": tune.sample_from(lambda _: next(algo_of)),
+            "seed": tune.sample_from(lambda _: next(seeds)),
+        }
+        tuner = tune.Tuner(
+            tune.with_resources(trainable, {"cpu": 1}),
+            param_space=space,
+            tune_config=tune.TuneConfig(
+                scheduler=scheduler,
+                metric="score",
+                mode="max",
+                num_samples=cores,
+                time_budget_s=max(1.0, job["seconds"] - (time.time() - launched)),
+                max_concurrent_trials=cores,
+            ),
+            run_config=tune.RunConfig(
+                name="pbt",
+                storage_path=str(Path(job["run_dir"]).resolve()),
+                stop=AnyReached(),
+                verbose=0,
+            ),
+        )
+        started = time.time()
+        grid = tuner.fit()
+    finally:
+        ray.shutdown()
+    frames = [r.metrics_dataframe for r in grid if r.metrics_dataframe is not None and len(r.metrics_dataframe)]
+    reached = [t for f in frames for t, ok in zip(f["reached_at"], f["reached"], strict=True) if ok]
+    best = max((float(f["best"].max()) for f in frames), default=None)
+    champion = None
+    if reached:
+        winner = min(
+            frames,
+            key=lambda f: min((t for t, ok in zip(f["reached_at"], f["reached"], strict=True) if ok), default=1e300),
+        )
+        champion = algos[int(winner["algo_index"].iloc[-1])]
+    return {
+        "startup": started - launched,
+        "podium_reached": bool(reached),
+        "podium_ttt": (min(reached) - started) if reached else None,
+        "best_score": best,
+        "champion_algo": champion,
+        "pods_started": sum(len(f) for f in frames),
+        "pods_failed": sum(1 for r in grid if r.error),
+        "steps": sum(int(f["steps"].iloc[-1]) for f in frames),
+        "stop_reason": "target" if reached else "seconds",
+    }
+
+
 # ----------------------------------------------------------------------------- driver
 def _mix_text(mix: dict[str, float]) -> str:
     return ":".join(mix) + "=" + ":".join(f"{w:g}" for w in mix.values())
@@ -206,8 +376,11 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def run_one(job: dict[str, Any], keep: bool, grace: float) -> tuple[dict[str, Any] | None, float, str, str]:
-    """Launch one run's process and wait for it; returns (result or None, wall seconds, error, temp dir)."""
+def run_one(
+    job: dict[str, Any], keep: bool, grace: float, python: str = sys.executable
+) -> tuple[dict[str, Any] | None, float, str, str]:
+    """Launch one run's process (with ``python``) and wait for it; returns (result or None, wall seconds,
+    error, temp dir)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"podium-tvs-{job['task']}-{job['kind']}-s{job['seed_index']}-"))
     job = {**job, "run_dir": str(tmp / "run")}
     job_file = tmp / "job.json"
@@ -217,7 +390,7 @@ def run_one(job: dict[str, Any], keep: bool, grace: float) -> tuple[dict[str, An
     with log_path.open("wb") as log:
         launched = time.time()
         proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--worker", str(job_file), repr(launched)],
+            [python, str(Path(__file__).resolve()), "--worker", str(job_file), repr(launched)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -290,6 +463,14 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep each run's temporary run directory")
     parser.add_argument("--grace", type=float, default=120.0, help="seconds past the budget before a run is stopped")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, 30 s, pendulum only")
+    parser.add_argument(
+        "--pbt", action="store_true", help="also run Ray Tune's PBT scheduler driving podium pods (needs ray[tune])"
+    )
+    parser.add_argument(
+        "--pbt-python",
+        default=None,
+        help="interpreter with ray[tune] and podium for --pbt (default: .venv-rllib/bin/python if it exists)",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("JOB", "LAUNCHED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -333,12 +514,27 @@ def main() -> None:
         flush=True,
     )
 
+    pbt_python = sys.executable
+    if args.pbt:
+        local = Path(__file__).resolve().parent.parent / ".venv-rllib" / "bin" / "python"
+        pbt_python = args.pbt_python or (str(local) if local.is_file() else sys.executable)
+        probe = subprocess.run([pbt_python, "-c", "import ray.tune, podium"], capture_output=True, text=True)
+        if probe.returncode:
+            parser.error(
+                f"--pbt: {pbt_python} cannot import ray.tune and podium; make an environment with both "
+                '(python3 -m venv .venv-rllib && .venv-rllib/bin/pip install torch==2.13.0 -e . "ray[tune]==2.60.0") '
+                "or name one with --pbt-python"
+            )
+        print(f"Ray Tune PBT runs with {pbt_python}", flush=True)
+
     runs: list[Run] = []
     plan: list[tuple[str, list[tuple[str, str | None, int]]]] = []
     for name in tasks:
         mix = _parse_mix(args.mix) if args.mix else TASKS[name].mix
         singles = [a.strip().lower() for a in args.single.split(",")] if args.single else list(mix)
         contestants: list[tuple[str, str | None, int]] = [("tournament", None, 1)]
+        if args.pbt:
+            contestants.append(("ray tune pbt", "pbt", 1))
         for a in singles:
             for t in thread_counts:
                 label = f"single {a}" + (f" ({t} thread{'s' if t > 1 else ''})" if len(thread_counts) > 1 else "")
@@ -351,6 +547,7 @@ def main() -> None:
         for index in range(args.seeds):
             for contestant, algo, threads in contestants:
                 tournament = algo is None
+                population = tournament or algo == "pbt"  # several pods at once, one per core
                 seed = index  # the tournament's seed and each pod's seed follow the seed index
                 job = {
                     "task": name,
@@ -368,7 +565,8 @@ def main() -> None:
                     "eval_every": args.eval_every,
                 }
                 print(f"  {name:<9} seed {index} {contestant:<12} running ...", flush=True)
-                result, wall, error, where = run_one(job, args.keep, args.grace)
+                python = pbt_python if algo == "pbt" else sys.executable
+                result, wall, error, where = run_one(job, args.keep, args.grace, python)
                 r = result or {}
                 podium_ttt = r.get("podium_ttt")
                 ttt = r["startup"] + podium_ttt if result and podium_ttt is not None else None
@@ -378,14 +576,14 @@ def main() -> None:
                     env=task.env,
                     target=task.target,
                     contestant=contestant,
-                    algos=_mix_text(mix) if tournament else str(algo),
+                    algos=_mix_text(mix) if population else str(algo),
                     seed_index=index,
                     seed=seed,
                     budget_s=args.seconds,
                     cores=cores,
-                    pods=cores if tournament else 1,
+                    pods=cores if population else 1,
                     threads_per_pod=threads,
-                    round_s=args.round if tournament else None,
+                    round_s=args.round if population else None,
                     reached=reached,
                     time_to_target_s=round(ttt, 3) if ttt is not None else None,
                     podium_reached=r.get("podium_reached"),
@@ -466,7 +664,7 @@ def main() -> None:
             capped = [r.time_to_target_s if r.reached and r.time_to_target_s is not None else args.seconds for r in rs]
             best = median_or_none([r.best_score for r in rs if r.best_score is not None])
             steps = median_or_none([float(r.steps) for r in rs if r.steps is not None])
-            label = f"tournament {rs[0].algos}" if algo is None and rs else contestant
+            label = f"{contestant} {rs[0].algos}" if algo in (None, "pbt") and rs else contestant
             capped_median = median_or_none(capped)
             capped_text = fmt(capped_median) if capped_median is not None and capped_median < args.seconds else "—"
             dashes = dashes or capped_text == "—"
