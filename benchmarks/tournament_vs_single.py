@@ -73,6 +73,7 @@ TASKS: dict[str, Task] = {
     "acrobot": Task("Acrobot-v1", -80.0, {"ppo": 1.0, "dqn": 1.0}),
 }
 DEFAULT_TASKS = "pendulum,acrobot"
+SCHEME_LABELS = {"leaderboard": "tournament", "truncation": "tournament (truncation)"}
 
 
 @dataclass
@@ -131,6 +132,7 @@ def _worker(job_file: str, launched: float) -> int:
             pool={"min": job["cores"], "max": job["cores"], "cpus_per_pod": 1},
             seed=job["seed"],
             backend="process",
+            generator={"scheme": job.get("scheme", "leaderboard")},
         )
         orchestrator = Orchestrator.start(config, run_dir=job["run_dir"], backend="process", progress=False)
         started = time.time()
@@ -464,6 +466,12 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=120.0, help="seconds past the budget before a run is stopped")
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, 30 s, pendulum only")
     parser.add_argument(
+        "--schemes",
+        default="leaderboard",
+        help="tournament contestants by generator.scheme, comma-separated: leaderboard (podium's default), "
+        "truncation; empty = no tournament",
+    )
+    parser.add_argument(
         "--pbt", action="store_true", help="also run Ray Tune's PBT scheduler driving podium pods (needs ray[tune])"
     )
     parser.add_argument(
@@ -478,6 +486,9 @@ def main() -> None:
     if args.quick:
         args.seeds, args.seconds, args.tasks = 1, 30.0, "pendulum"
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
+    if any(s not in SCHEME_LABELS for s in schemes):
+        parser.error(f"--schemes: choose from {', '.join(SCHEME_LABELS)}")
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         parser.error(f"unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
@@ -532,7 +543,7 @@ def main() -> None:
     for name in tasks:
         mix = _parse_mix(args.mix) if args.mix else TASKS[name].mix
         singles = [a.strip().lower() for a in args.single.split(",")] if args.single else list(mix)
-        contestants: list[tuple[str, str | None, int]] = [("tournament", None, 1)]
+        contestants: list[tuple[str, str | None, int]] = [(SCHEME_LABELS[s], None, 1) for s in schemes]
         if args.pbt:
             contestants.append(("ray tune pbt", "pbt", 1))
         for a in singles:
@@ -552,6 +563,7 @@ def main() -> None:
                 job = {
                     "task": name,
                     "kind": "tournament" if tournament else algo,
+                    "scheme": next((s for s, label in SCHEME_LABELS.items() if label == contestant), None),
                     "env": task.env,
                     "target": task.target,
                     "mix": mix,
