@@ -71,6 +71,9 @@ TASKS: dict[str, Task] = {
     "pendulum": Task("Pendulum-v1", -150.0, {"ppo": 1.0, "sac": 1.0, "td3": 1.0}),
     "mcc": Task("MountainCarContinuous-v0", 90.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
     "acrobot": Task("Acrobot-v1", -80.0, {"ppo": 1.0, "dqn": 1.0}),
+    # gymnasium's Box2D envs (pip install -e ".[box2d]"), through podium's gymnasium adapter
+    "lunar": Task("LunarLanderContinuous-v3", 200.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
+    "bipedal": Task("BipedalWalker-v3", 300.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
 }
 DEFAULT_TASKS = "pendulum,acrobot"
 SCHEME_LABELS = {"leaderboard": "tournament", "truncation": "tournament (truncation)"}
@@ -486,6 +489,13 @@ def main() -> None:
     if args.quick:
         args.seeds, args.seconds, args.tasks = 1, 30.0, "pendulum"
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    for name in tasks:
+        if TASKS[name].env in ("LunarLanderContinuous-v3", "BipedalWalker-v3"):
+            try:
+                import Box2D  # noqa: F401
+                import pygame  # noqa: F401
+            except ImportError:
+                parser.error(f'--tasks {name} needs gymnasium\'s Box2D envs: pip install -e ".[box2d]"')
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
     if any(s not in SCHEME_LABELS for s in schemes):
         parser.error(f"--schemes: choose from {', '.join(SCHEME_LABELS)}")
