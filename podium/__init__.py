@@ -17,12 +17,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from podium.api import Policy, load, make_spec, train
+    from podium.api import Ensemble, Policy, load, load_ensemble, make_spec, train
 
 __version__ = "0.1.0"
-__all__ = ["Policy", "__version__", "load", "make_spec", "train"]
+__all__ = ["Ensemble", "Policy", "__version__", "load", "load_ensemble", "make_spec", "train"]
 
-_LAZY = {"Policy": "podium.api", "load": "podium.api", "make_spec": "podium.api", "train": "podium.api"}
+_LAZY = {name: "podium.api" for name in ("Ensemble", "Policy", "load", "load_ensemble", "make_spec", "train")}
 
 
 def __getattr__(name: str) -> Any:

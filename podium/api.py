@@ -15,7 +15,7 @@ from podium.pod import Evaluator, Pod, PodReport, build_agent
 from podium.rundir import PodDir
 from podium.store import CheckpointError, load_checkpoint
 
-__all__ = ["Policy", "load", "make_spec", "train"]
+__all__ = ["Ensemble", "Policy", "load", "load_ensemble", "make_spec", "train"]
 
 
 def make_spec(config: str | Path | None = None, **fields: Any) -> PodSpec:
@@ -132,6 +132,67 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"Policy({self.agent.name} on {self.spec.env}, from {self.path})"
+
+
+class Ensemble:
+    """Several trained policies acting as one: the mean of their actions (continuous actions), or the action
+    most of them pick (discrete; a tie goes to the first member's choice). Members are given best first, e.g.
+    a tournament leaderboard's top entries, and must share the env and action space.
+
+    ``ensemble.act(obs)`` takes and returns what :meth:`Policy.act` does; ``ensemble.members`` are the
+    :class:`Policy` objects.
+    """
+
+    def __init__(self, members: list[Policy]) -> None:
+        if not members:
+            raise ValueError("an ensemble needs at least one policy")
+        first = members[0]
+        for other in members[1:]:
+            if other.spec.env != first.spec.env or other.agent.discrete != first.agent.discrete:
+                raise ValueError(
+                    f"ensemble members must act on the same env: {other.path} was trained on {other.spec.env!r}, "
+                    f"{first.path} on {first.spec.env!r}"
+                )
+        self.members = members
+
+    def act(self, obs: np.ndarray | torch.Tensor | int, deterministic: bool = True) -> Any:
+        """The ensemble's action for one observation or a batch (see :meth:`Policy.act`)."""
+        actions = [m.act(obs, deterministic=deterministic) for m in self.members]
+        if len(actions) == 1:
+            return actions[0]
+        is_numpy = not isinstance(actions[0], torch.Tensor)
+        stacked = torch.stack([torch.as_tensor(np.asarray(a)) if is_numpy else a for a in actions])  # [K, ...]
+        if self.members[0].agent.discrete:
+            n = self.members[0].agent.action_dim
+            votes = torch.nn.functional.one_hot(stacked.long(), n).sum(0).float()  # [..., n]
+            votes += 0.5 * torch.nn.functional.one_hot(stacked[0].long(), n)  # ties: the first (best) member
+            out = votes.argmax(-1)
+        else:
+            out = stacked.float().mean(0)
+        if not is_numpy:
+            return out
+        arr = out.cpu().numpy()
+        return int(arr) if arr.ndim == 0 and self.members[0].agent.discrete else arr
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __repr__(self) -> str:
+        return f"Ensemble of {len(self.members)} on {self.members[0].spec.env}"
+
+
+def load_ensemble(paths: list[str | Path], device: str = "cpu") -> Ensemble:
+    """Load several policies (checkpoint files or run directories, best first) as one :class:`Ensemble`.
+
+    Example: the top 3 of a tournament::
+
+        from podium.tournament import leaderboard
+        ensemble = podium.load_ensemble([e.checkpoint for e in leaderboard("runs/pendulum")[:3]])
+
+    Raises:
+        CheckpointError: a missing, corrupt or foreign file; ValueError: no paths, or members of different envs.
+    """
+    return Ensemble([load(p, device=device) for p in paths])
 
 
 def _resolve_checkpoint(path: str | Path) -> Path:
