@@ -11,16 +11,24 @@ about), worst and best of those final scores, over ``--seeds``.
 * ``podium+H``        the same with ``hparams={"h_term_lambda": L}`` (``--lambda``, ElegantRL's 2^-3);
 * ``podium+gSDE``     the same with ``hparams={"use_sde": True, "sde_sample_freq": F}`` (``--sde-freq``,
                       rl-zoo's 4 for Pendulum; the exploration rl-zoo's PPO uses there);
-* ``sb3``             SB3 PPO with rl-zoo's hyperparameters for the env, N steps.
+* ``sb3``             SB3 PPO with rl-zoo's hyperparameters for the env, N steps;
+* ``champion`` / ``ensemble``  one PPO tournament per seed (process backend, a pool of ``--pods`` pods,
+                      rounds of ``--round-steps`` steps, N x pods env steps in all, so each slot trains
+                      about as long as one single run; podium's defaults otherwise): its leaderboard's
+                      champion, and the ensemble of its best ``--top-k`` (``podium.load_ensemble``, the mean
+                      action), both scored like the others. The ensemble half of the stability question:
+                      is a top-k ensemble steadier over seeds than its best member?
 
     python benchmarks/stability.py                                  # Pendulum-v1, 100k steps, 5 seeds
     python benchmarks/stability.py --seeds 0,1,2,3,4,5,6,7 --lambda 0.25
     python benchmarks/stability.py --only podium,podium+gSDE
+    python benchmarks/stability.py --only champion,ensemble --steps 60000
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
 import statistics
@@ -46,6 +54,33 @@ def podium_final(env_id: str, steps: int, seed: int, hparams: dict[str, float]) 
         return fresh_score(policy.act, env_id)
 
 
+@functools.cache
+def tournament_finals(
+    env_id: str, steps: int, seed: int, pods: int, round_steps: int, top_k: int
+) -> tuple[float, float]:
+    """(champion's score, top-k ensemble's score) of one PPO tournament, both on 100 fresh episodes."""
+    import podium
+    from podium.tournament import leaderboard, tournament
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = os.path.join(tmp, "run")
+        tournament(
+            run_dir=run_dir,
+            progress=False,
+            backend="process",
+            env=env_id,
+            algos={"ppo": 1},
+            steps=steps * pods,
+            pod={"steps": round_steps, "tensorboard": False},
+            pool={"min": pods, "max": pods},
+            seed=seed,
+        )
+        entries = leaderboard(run_dir)
+        champion = podium.load(entries[0].checkpoint)
+        ensemble = podium.load_ensemble([e.checkpoint for e in entries[:top_k]])
+        return fresh_score(champion.act, env_id), fresh_score(ensemble.act, env_id)
+
+
 def sb3_final(env_id: str, steps: int, seed: int) -> float:
     model, _ = sb3_model(SB3_TASK[env_id], seed)
     model.learn(total_timesteps=steps)
@@ -59,14 +94,25 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--lambda", dest="h_lambda", type=float, default=0.125)
     parser.add_argument("--sde-freq", type=int, default=4)
-    parser.add_argument("--only", default="", help="comma-separated contestants (podium, podium+H, podium+gSDE, sb3)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated contestants (podium, podium+H, podium+gSDE, sb3, champion, ensemble)",
+    )
     parser.add_argument("--skip-sb3", action="store_true")
+    parser.add_argument("--pods", type=int, default=2, help="tournament pool size (champion, ensemble)")
+    parser.add_argument("--round-steps", type=int, default=10_240, help="env steps per tournament round")
+    parser.add_argument("--top-k", type=int, default=3, help="ensemble size")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
     print(f"PPO on {args.env}, {args.steps:,} env steps per run, final policy on 100 fresh episodes, seeds {seeds}")
     warm_up()
     sde = {"use_sde": True, "sde_sample_freq": args.sde_freq}
+
+    def tour(seed: int) -> tuple[str, int, int, int, int, int]:
+        return args.env, args.steps, seed, args.pods, args.round_steps, args.top_k
+
     contestants = {
         "podium": lambda s: podium_final(args.env, args.steps, s, {}),
         f"podium+H ({args.h_lambda:g})": lambda s: podium_final(
@@ -74,6 +120,8 @@ def main() -> None:
         ),
         f"podium+gSDE ({args.sde_freq})": lambda s: podium_final(args.env, args.steps, s, sde),
         "sb3 (rl-zoo)": lambda s: sb3_final(args.env, args.steps, s),
+        "champion (tournament)": lambda s: tournament_finals(*tour(s))[0],
+        f"ensemble (tournament top-{args.top_k})": lambda s: tournament_finals(*tour(s))[1],
     }
     wanted = {w.strip() for w in args.only.split(",") if w.strip()}
     contestants = {
