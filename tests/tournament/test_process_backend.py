@@ -69,7 +69,7 @@ def _pid(pod) -> int:
 
 
 def test_a_pod_killed_with_sigkill_is_recorded_as_failed_and_replaced(tmp_path):
-    proc, run_dir = _start(tmp_path, seconds=40, pod={**POD, "seconds": 8}, pool={"max": 2})
+    proc, run_dir = _start(tmp_path, seconds=16, pod={**POD, "seconds": 4}, pool={"max": 2})
     victim = _wait(lambda: _running_pods(run_dir), 60, "a training pod", proc)[0]
     os.kill(_pid(victim), signal.SIGKILL)
     assert proc.wait(120) == 0, (tmp_path / "orchestrator.log").read_text()
@@ -88,7 +88,7 @@ def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(
 ):
     """Every entry survives the kill (or is displaced by a better result, in the history); every pod's steps are
     counted exactly once, adopted and resumed ones included."""
-    pod_steps, size = 65_536, 3  # pods long enough (seconds) that some still run when the orchestrator dies
+    pod_steps, size = 16_384, 3  # pods long enough (seconds) that some still run when the orchestrator dies
     proc, run_dir = _start(
         tmp_path, steps=5 * pod_steps, leaderboard_size=size, pod={**POD, "steps": pod_steps}, pool={"max": 2}
     )
@@ -155,7 +155,7 @@ def test_the_pool_follows_the_orchestrators_cpu_affinity(tmp_path):
 
         pytest.skip("needs at least two CPU cores to shrink the pool from two pods to one")
     cores = sorted(os.sched_getaffinity(0))[:2]
-    proc, run_dir = _start(tmp_path, seconds=45, pod={**POD, "seconds": 6}, pool={"max": 2})
+    proc, run_dir = _start(tmp_path, seconds=25, pod={**POD, "seconds": 6}, pool={"max": 2})
     pool_csv = run_dir / "pool.csv"
 
     def sizes():
