@@ -365,7 +365,7 @@ def test_a_node_killed_mid_tournament_loses_its_pods_which_resume_elsewhere_from
     node = cluster.add_node(num_cpus=2, node_ip_address="127.0.0.1")
     raylet = node.all_processes["raylet"][0].process.pid
     # a step budget (not seconds): however slow the machine, room comes back before the budget is spent
-    round_steps = 24_576
+    round_steps = 16_384
     config = _config(
         tmp_path, steps=3 * round_steps, pod={**POD, "steps": round_steps, "eval_every": 2048}, pool={"max": 3}
     )
