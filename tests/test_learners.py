@@ -125,7 +125,7 @@ def test_a_dying_learner_fails_the_pod_cleanly(tmp_path, monkeypatch):
 def test_learners_talk_only_over_the_loopback_interface(tmp_path):
     code = (
         "import podium\n"
-        f"podium.train('Pendulum-v1', 'ppo', seconds=6, learners=2, run_dir={str(tmp_path)!r}, tensorboard=False)\n"
+        f"podium.train('Pendulum-v1', 'ppo', seconds=3, learners=2, run_dir={str(tmp_path)!r}, tensorboard=False)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code])
     try:
