@@ -114,7 +114,8 @@ class PodSpec(BaseModel):
     its own env on the CPU, collect the next rollout while the learner learns on the previous one, so acting
     and learning overlap (the acting policy is one learning phase behind). Worth it for envs that cannot be
     tensor-batched (gymnasium's MuJoCo or Box2D envs through the adapter). ``num_envs`` must be a multiple
-    of W; a pod then uses W + 1 cores (set the tournament's ``cpus_per_pod`` to match)."""
+    of W; a pod then uses W + 1 cores (set the tournament's ``cpus_per_pod`` to match). With ``learners: K``
+    every learner has its own W workers: K * (W + 1) processes."""
     fuse_every: int = Field(default=1, ge=1)
     """Learning phases between two fusions of the learners (with ``learners > 1``)."""
     torch_threads: int | None = Field(default=None, gt=0)
@@ -148,11 +149,6 @@ class PodSpec(BaseModel):
     def _has_budget(self) -> PodSpec:
         if self.steps is None and self.seconds is None and self.target is None:
             raise ValueError("set at least one of steps, seconds or target, or the pod would train forever")
-        if self.workers and self.learners > 1:
-            raise ValueError(
-                f"workers: {self.workers} with learners: {self.learners} is not supported: extra learners step "
-                "their own envs in-process; use rollout workers (workers) or learners, not both"
-            )
         if self.workers and self.num_envs is not None and self.num_envs % self.workers:
             raise ValueError(
                 f"num_envs: {self.num_envs} cannot be split evenly over workers: {self.workers}; "

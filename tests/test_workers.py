@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +30,63 @@ def _learner(spec: PodSpec, num_envs: int):
 
 def _group(spec: PodSpec, agent, workers: int, seed: int = 0) -> WorkerGroup:
     return WorkerGroup(agent, functools.partial(_worker_parts, spec, agent.config), workers, seed=seed)
+
+
+def _grandchildren() -> set[int]:
+    return {pid for pid, parent in _descendants(os.getpid()).items() if parent != os.getpid()}
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """Every living process below ``root``: pid -> parent pid (from /proc; zombies excluded)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
+            if fields[0] != "Z":
+                parents[int(stat.parent.name)] = int(fields[1])
+    found: dict[int, int] = {}
+    frontier = [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in found:
+                found[child] = parent
+                frontier.append(child)
+    return found
+
+
+@contextlib.contextmanager
+def _every_descendant():
+    """Inside: note every process below this one (twice a second). Yields the set of pids seen; a process
+    orphaned while inside is reparented away from us, so only this record can tell it is still alive."""
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.25):
+            seen.update(_descendants(os.getpid()))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        watcher.join()
+
+
+def _alive(pids: set[int], wait: float = 10.0) -> list[int]:
+    """Which of ``pids`` still run (zombies count as gone) after up to ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        running = []
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    running.append(pid)
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.2)
 
 
 def _podium_children() -> list[multiprocessing.Process]:
@@ -153,11 +212,28 @@ def test_a_pod_with_workers_stops_cleanly_on_sigint(tmp_path):
     assert not _podium_children()
 
 
+def test_two_learners_each_with_its_own_worker_learn_pendulum_and_leave_no_process(tmp_path):
+    """``learners: 2, workers: 1``: each learner collects through its own rollout-worker process (the
+    extra learner forks its own), they fuse, and every process is gone afterwards, grandchildren too."""
+    spec = PodSpec(steps=61_440, algo="ppo", learners=2, workers=1, seed=0, eval_every=15_360, **GYM_PENDULUM)
+    grandchildren: set[int] = set()
+    with _every_descendant() as seen:
+        pod = Pod(spec, tmp_path, progress=False)
+        timer = threading.Timer(8.0, lambda: grandchildren.update(_grandchildren()))  # while it trains
+        timer.start()
+        report = pod.run()
+        timer.join()
+    assert report.steps >= 61_440
+    first = report.curve[0]["eval_mean"]
+    assert report.last_mean > -700 and report.last_mean > first + 200  # random play: about -1,200
+    assert grandchildren  # the extra learner's own rollout worker
+    assert _alive(seen) == []
+
+
 @pytest.mark.parametrize(
     ("fields", "match"),
     [
         ({"workers": 2, "num_envs": 3}, "cannot be split evenly over workers: 2"),
-        ({"workers": 2, "learners": 2}, r"use rollout workers .* or learners, not both"),
     ],
 )
 def test_bad_worker_settings_are_refused(fields, match):
@@ -169,3 +245,24 @@ def test_a_preset_num_envs_that_does_not_split_is_refused_before_training(tmp_pa
     spec = PodSpec(algo="ppo", steps=100, workers=3, **GYM_PENDULUM)  # the preset's 64 sub-envs
     with pytest.raises(ConfigError, match=r"64 sub-envs .* cannot be split evenly over workers: 3"):
         Pod(spec, tmp_path)
+
+
+def test_a_learner_killed_with_its_worker_fails_the_pod_and_leaves_no_process(tmp_path, monkeypatch):
+    """Learner 1 (which forked its own rollout worker) is SIGKILLed: the pod fails naming it, and the
+    orphaned worker notices that its learner is gone and exits too."""
+    import podium.pod.pod as pod_module
+    from podium.pod.pod import LearnerError
+
+    original = pod_module.Learner.learn
+
+    def dies(self, buffer, next_obs):
+        if multiprocessing.parent_process() is not None and self.updates == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(self, buffer, next_obs)
+
+    monkeypatch.setattr(pod_module.Learner, "learn", dies)
+    spec = PodSpec(seconds=60, algo="ppo", learners=2, workers=1, **GYM_PENDULUM)
+    with _every_descendant() as seen, pytest.raises(LearnerError, match="learner 1 ended with exit code -9"):
+        Pod(spec, tmp_path, progress=False).run()
+    assert len(seen) >= 4  # the evaluator, learner 1 and the two rollout workers
+    assert _alive(seen) == []

@@ -724,7 +724,10 @@ class _LearnerGroup:
         for rank in range(1, spec.learners):
             parent, child = context.Pipe()
             args = (rank, spec, pod.agent.config, pod.agent.num_envs, state, pod.steps, pod.iterations, store, child)
-            proc = context.Process(target=_extra_learner, args=args, name=f"podium-learner-{rank}", daemon=True)
+            # a learner with rollout workers forks them, which a daemonic process may not; it still ends with
+            # learner 0 (its fusion fails when learner 0 is gone) and the pod reaps it on every exit path
+            daemon = not spec.workers
+            proc = context.Process(target=_extra_learner, args=args, name=f"podium-learner-{rank}", daemon=daemon)
             proc.start()
             child.close()
             processes.append(proc)
@@ -772,17 +775,22 @@ def _extra_learner(
 ) -> None:
     """Learner ``rank`` (>= 1) of a pod: collect on its own env, learn, fuse; until told to stop."""
     ignore_stop_signals()  # learner 0 decides when the learners stop
-    code, fusion = 0, None
+    code, fusion, worker = 0, None, None
     try:
         torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)
         torch.manual_seed(spec.seed + LEARNER_SEED_STRIDE * rank)
-        env = make(spec.env, num_envs=num_envs, device=spec.device, native=spec.native_env, **spec.env_kwargs)
+        copies = 1 if spec.workers else num_envs  # with rollout workers, each worker process has its own env
+        env = make(spec.env, num_envs=copies, device=spec.device, native=spec.native_env, **spec.env_kwargs)
         agent = build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device, config)
         agent.load_state_dict(state)
         if hasattr(agent, "generator"):
             agent.generator.manual_seed(spec.seed + LEARNER_SEED_STRIDE * rank)
         agent.budget_steps = spec.steps
-        worker = Worker(env, agent, seed=spec.seed + LEARNER_SEED_STRIDE * rank + iterations)
+        seed = spec.seed + LEARNER_SEED_STRIDE * rank + iterations
+        if spec.workers:  # this learner's own rollout workers
+            worker = WorkerGroup(agent, functools.partial(_worker_parts, spec, config), spec.workers, seed=seed)
+        else:
+            worker = Worker(env, agent, seed=seed)
         fusion = FusionGroup(store, rank, spec.learners)
         learner = Learner(agent, fusion, spec.fuse_every)
         buffer = agent.make_buffer()
@@ -801,6 +809,9 @@ def _extra_learner(
         code = 1
         report_failure(conn, exc)
     finally:
+        if isinstance(worker, WorkerGroup):
+            with contextlib.suppress(Exception):
+                worker.close()
         close_quietly(conn, fusion)
     os._exit(code)  # skip the pod's exit handlers, which a forked learner inherited
 

@@ -19,7 +19,7 @@ import copy
 import multiprocessing
 import multiprocessing.connection
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,7 +204,9 @@ class WorkerGroup:
         self.conns: list[Any] = []
         for rank in range(workers):
             parent, child = context.Pipe()
-            args = (rank, build, n, self.steps, seed, self.rollout, self.params, self.stopping, child)
+            # the worker closes its copies of the learner's ends, so that it reads EOF once the learner is gone
+            ends = [*self.conns, parent]
+            args = (rank, build, n, self.steps, seed, self.rollout, self.params, self.stopping, child, ends)
             proc = context.Process(target=_serve, args=args, name=f"podium-worker-{rank}", daemon=True)
             proc.start()
             child.close()
@@ -295,9 +297,12 @@ def _serve(
     params: dict[str, dict[str, torch.Tensor]],
     stopping: Any,
     conn: Any,
+    learner_ends: Sequence[Any] = (),
 ) -> None:
     """Rollout worker ``rank``: on each message load the parameters, collect ``steps`` steps into its
     columns of the shared rollout, say "ready"; until told to stop (``None``) or the pod is gone."""
+    for end in learner_ends:  # forked copies of the learner's ends: with them open, no EOF would ever come
+        end.close()
     ignore_stop_signals()  # the pod decides when its workers stop
     code, env = 0, None
     lo, hi = rank * num_envs, (rank + 1) * num_envs
