@@ -32,10 +32,6 @@ def _group(spec: PodSpec, agent, workers: int, seed: int = 0) -> WorkerGroup:
     return WorkerGroup(agent, functools.partial(_worker_parts, spec, agent.config), workers, seed=seed)
 
 
-def _grandchildren() -> set[int]:
-    return {pid for pid, parent in _descendants(os.getpid()).items() if parent != os.getpid()}
-
-
 def _descendants(root: int) -> dict[int, int]:
     """Every living process below ``root``: pid -> parent pid (from /proc; zombies excluded)."""
     parents: dict[int, int] = {}
@@ -57,9 +53,9 @@ def _descendants(root: int) -> dict[int, int]:
 
 @contextlib.contextmanager
 def _every_descendant():
-    """Inside: note every process below this one (twice a second). Yields the set of pids seen; a process
-    orphaned while inside is reparented away from us, so only this record can tell it is still alive."""
-    seen: set[int] = set()
+    """Inside: note every process below this one (four times a second). Yields what it saw, pid -> parent
+    pid; a process orphaned while inside is reparented away from us, so only this record tells it exists."""
+    seen: dict[int, int] = {}
     done = threading.Event()
 
     def watch() -> None:
@@ -212,22 +208,16 @@ def test_a_pod_with_workers_stops_cleanly_on_sigint(tmp_path):
     assert not _podium_children()
 
 
-def test_two_learners_each_with_its_own_worker_learn_pendulum_and_leave_no_process(tmp_path):
+def test_two_learners_each_with_its_own_worker_train_together_and_leave_no_process(tmp_path):
     """``learners: 2, workers: 1``: each learner collects through its own rollout-worker process (the
-    extra learner forks its own), they fuse, and every process is gone afterwards, grandchildren too."""
-    spec = PodSpec(steps=61_440, algo="ppo", learners=2, workers=1, seed=0, eval_every=15_360, **GYM_PENDULUM)
-    grandchildren: set[int] = set()
+    extra learner forks its own), both count their steps, and every process is gone afterwards,
+    grandchildren too. (That each part learns: the pipelined-worker test above, and tests/test_learners.py.)"""
+    spec = PodSpec(steps=16_384, algo="ppo", learners=2, workers=1, seed=0, **GYM_PENDULUM)  # phases of 2 x 2,048
     with _every_descendant() as seen:
-        pod = Pod(spec, tmp_path, progress=False)
-        timer = threading.Timer(8.0, lambda: grandchildren.update(_grandchildren()))  # while it trains
-        timer.start()
-        report = pod.run()
-        timer.join()
-    assert report.steps >= 61_440
-    first = report.curve[0]["eval_mean"]
-    assert report.last_mean > -700 and report.last_mean > first + 200  # random play: about -1,200
-    assert grandchildren  # the extra learner's own rollout worker
-    assert _alive(seen) == []
+        report = Pod(spec, tmp_path, progress=False).run()
+    assert report.steps == 16_384  # four phases, both learners counted
+    assert any(parent != os.getpid() for parent in seen.values())  # the extra learner's own rollout worker
+    assert _alive(set(seen)) == []
 
 
 @pytest.mark.parametrize(
@@ -265,4 +255,4 @@ def test_a_learner_killed_with_its_worker_fails_the_pod_and_leaves_no_process(tm
     with _every_descendant() as seen, pytest.raises(LearnerError, match="learner 1 ended with exit code -9"):
         Pod(spec, tmp_path, progress=False).run()
     assert len(seen) >= 4  # the evaluator, learner 1 and the two rollout workers
-    assert _alive(seen) == []
+    assert _alive(set(seen)) == []
