@@ -450,12 +450,7 @@ class Pod:
         # logger's thread
         group = _LearnerGroup.start(self) if spec.learners > 1 else None
         service = self._evaluator_service()
-        worker: Worker | WorkerGroup
-        if spec.workers:
-            build = functools.partial(_worker_parts, spec, agent.config)
-            worker = WorkerGroup(agent, build, spec.workers, seed=spec.seed + self.iterations)
-        else:
-            worker = Worker(self.env, agent, seed=spec.seed + self.iterations)
+        worker = _make_worker(spec, self.env, agent, seed=spec.seed + self.iterations)
         every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
         self._next_eval = self._next_eval or every
         logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
@@ -751,6 +746,13 @@ class _LearnerGroup:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | WorkerGroup:
+    """A learner's worker: it steps ``env`` itself, or (``spec.workers``) its own rollout-worker processes."""
+    if spec.workers:
+        return WorkerGroup(agent, functools.partial(_worker_parts, spec, agent.config), spec.workers, seed=seed)
+    return Worker(env, agent, seed=seed)
+
+
 def _worker_parts(spec: PodSpec, config: AgentConfig, rank: int, num_envs: int) -> tuple[Any, Agent]:
     """Rollout worker ``rank``'s env (``num_envs`` sub-envs, on the CPU) and agent (a copy of the pod's,
     whose parameters the pod sends before each rollout)."""
@@ -786,11 +788,7 @@ def _extra_learner(
         if hasattr(agent, "generator"):
             agent.generator.manual_seed(spec.seed + LEARNER_SEED_STRIDE * rank)
         agent.budget_steps = spec.steps
-        seed = spec.seed + LEARNER_SEED_STRIDE * rank + iterations
-        if spec.workers:  # this learner's own rollout workers
-            worker = WorkerGroup(agent, functools.partial(_worker_parts, spec, config), spec.workers, seed=seed)
-        else:
-            worker = Worker(env, agent, seed=seed)
+        worker = _make_worker(spec, env, agent, seed=spec.seed + LEARNER_SEED_STRIDE * rank + iterations)
         fusion = FusionGroup(store, rank, spec.learners)
         learner = Learner(agent, fusion, spec.fuse_every)
         buffer = agent.make_buffer()
