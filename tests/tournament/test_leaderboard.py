@@ -594,3 +594,70 @@ def test_an_unreachable_database_is_a_clear_error_naming_it_without_the_password
     with pytest.raises(DatabaseError, match="cannot use the leaderboard database"):
         Leaderboard("sqlite:////nonexistent/dir/board.db", "t")
     assert redact("postgresql://me:secret@h/db") == "postgresql://me:***@h/db"
+
+
+def test_database_url_is_the_run_dirs_sqlite_file_or_the_given_url_with_the_psycopg_driver(tmp_path, monkeypatch):
+    from podium.rundir import TournamentDir
+
+    monkeypatch.chdir(tmp_path)
+    expected = TournamentDir((tmp_path / "run").resolve()).database
+    assert database_url(None, "run") == f"sqlite:///{expected}"  # a relative run dir becomes absolute
+    assert expected.is_absolute() and expected.parent == tmp_path / "run"
+    assert database_url("postgresql://me:pw@h:5433/db", ".") == "postgresql+psycopg://me:pw@h:5433/db"
+    assert database_url("postgres://me@h/db", ".") == "postgresql+psycopg://me@h/db"
+    assert database_url("postgresql://h/db?x=a://b", ".") == "postgresql+psycopg://h/db?x=a://b"  # split once
+    for url in ("sqlite:///elsewhere.db", "postgresql+psycopg://h/db", "mysql://h/db"):
+        assert database_url(url, "run") == url  # any other SQLAlchemy URL is used as given
+    monkeypatch.setitem(__import__("sys").modules, "psycopg", None)  # the driver is not installed
+    with pytest.raises(DatabaseError) as info:
+        database_url("postgresql://h/db", ".")
+    assert str(info.value) == "a PostgreSQL leaderboard needs the psycopg driver: pip install 'podium[postgres]'"
+    assert database_url("sqlite:///x.db", ".") == "sqlite:///x.db"  # which SQLite needs no driver for
+
+
+def test_engines_wait_for_sqlites_lock_give_up_on_an_unreachable_server_and_check_pooled_connections(
+    tmp_path, monkeypatch
+):
+    made = []
+    real = sa.create_engine
+
+    def spy(url, **kwargs):
+        made.append((str(url), kwargs))
+        return real(url, **kwargs)
+
+    monkeypatch.setattr(sa, "create_engine", spy)
+    board = Leaderboard(database_url(None, tmp_path), "t")
+    assert board.sqlite and made[-1][1] == {"connect_args": {"timeout": 60}}
+    with pytest.raises(DatabaseError):
+        Leaderboard(database_url("postgresql://me:secret@127.0.0.1:9/db", "."), "t")
+    assert made[-1][1] == {"connect_args": {"connect_timeout": 10}, "pool_pre_ping": True}
+    with pytest.raises(DatabaseError):  # another server type gets no PostgreSQL-only argument
+        Leaderboard("mysql+nodriver://127.0.0.1:9/db", "t")
+    assert made[-1][1] == {"connect_args": {}, "pool_pre_ping": True}
+    # every SQLite connection: autocommit in the driver (SQLAlchemy's BEGIN IMMEDIATE opens transactions),
+    # write-ahead log, normal sync and a 60 s busy timeout
+    raw = board.engine.raw_connection()
+    try:
+        assert raw.driver_connection.isolation_level is None
+        cursor = raw.driver_connection.cursor()
+        pragmas = [cursor.execute(f"PRAGMA {p}").fetchone()[0] for p in ("journal_mode", "synchronous", "busy_timeout")]
+        assert pragmas == ["wal", 1, 60000]
+    finally:
+        raw.close()
+    board.close()
+
+
+def test_an_unusable_database_is_named_with_the_first_line_of_the_drivers_reason():
+    with pytest.raises(DatabaseError) as info:
+        Leaderboard("sqlite:////nonexistent/dir/board.db", "t")
+    assert str(info.value) == (
+        "cannot use the leaderboard database sqlite:////nonexistent/dir/board.db: unable to open database file. "
+        "Check that the server runs, the URL (--db) is right and the user may create tables."
+    )
+    with pytest.raises(DatabaseError) as info:
+        Leaderboard(database_url("postgresql://me:secret@127.0.0.1:9/db", "."), "t")
+    message = str(info.value)
+    head = "cannot use the leaderboard database postgresql+psycopg://me:***@127.0.0.1:9/db: "
+    assert message.startswith(head) and "\n" not in message and "None" not in message
+    reason = message[len(head) : message.index(". Check that the server runs")]
+    assert "127.0.0.1" in reason and reason == reason.strip() and reason
