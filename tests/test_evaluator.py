@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -19,7 +20,7 @@ import podium
 from podium.config import PodSpec
 from podium.envs.base import VecEnv
 from podium.pod import EvaluationError, Evaluator, Pod
-from podium.pod.evaluator import EvalResult
+from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot
 from podium.rundir import PodDir
 from podium.store import load_checkpoint
 
@@ -209,3 +210,292 @@ def test_a_selection_score_is_a_fresh_evaluation_of_the_best_snapshot(tmp_path):
     confirmed = Pod(spec, tmp_path / "b", progress=False).run()
     assert confirmed.selection_episodes == confirmed.confirmed_episodes == 100
     assert confirmed.selection_mean == confirmed.confirmed_mean
+
+
+# ----------------------------------------------------------------- the evaluator and its service, alone
+class _SeedEcho(VecEnv):
+    """One-step episodes whose reward is the action plus the sub-env's seed (``seed + i``), so that a
+    score shows which seeds it was run on; ``gate`` (an event) holds every reset until it is set, and
+    ``started`` is set when a reset begins (so that a test knows a snapshot is being scored)."""
+
+    def __init__(self, num_envs: int, gate=None, started=None, fail: str | None = None) -> None:
+        space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        super().__init__(num_envs, space, space, max_episode_steps=1)
+        self.gate, self.started, self.fail = gate, started, fail
+        self.base = torch.zeros(num_envs)
+
+    def reset(self, *, seed=None, options=None):
+        if self.started is not None:
+            self.started.set()
+        if self.gate is not None:
+            assert self.gate.wait(30), "the test never opened the gate"
+        if self.fail is not None:
+            raise RuntimeError(self.fail)
+        self.base = seed + torch.arange(self.num_envs, dtype=torch.float32)
+        return torch.zeros(self.num_envs, 1), {}
+
+    def step(self, actions):
+        reward = actions[:, 0].float() + self.base
+        done = torch.ones(self.num_envs, dtype=torch.bool)
+        return torch.zeros(self.num_envs, 1), reward, done, torch.zeros_like(done), {}
+
+
+class _WeightPolicy:
+    """Acts with the weight ``w`` of the modules it was last loaded with (``module.policy``)."""
+
+    def __init__(self) -> None:
+        self.w = 0.0
+
+    def load_modules(self, state):
+        self.w = float(state["module.policy"]["w"])
+
+    def act(self, obs, deterministic=True):
+        return torch.full((obs.shape[0], 1), self.w)
+
+
+def _snapshot(w: float, seed: int, **extra) -> Snapshot:
+    state = {"module.policy": {"w": torch.tensor(w)}, "optimizer.policy": {"lr": 0.1}}
+    return Snapshot(state, steps=int(w), wall_time=w / 10, seed=seed, extra=extra)
+
+
+def _build(episodes: int = 3, confirm: int | None = 4, **env_kwargs):
+    def build():
+        confirmer = Evaluator(_SeedEcho(confirm)) if confirm else None
+        return _WeightPolicy(), Evaluator(_SeedEcho(episodes, **env_kwargs)), confirmer
+
+    return build
+
+
+class _Steps(VecEnv):
+    """Sub-env ``i`` ends after ``lengths[i]`` steps (terminated, or truncated where ``truncate``), reward 1
+    per step, then 100 per step; counts the steps it was asked for. No ``lengths``: never ends."""
+
+    def __init__(self, lengths=None, num_envs: int = 2, truncate=(), limit: int | None = None) -> None:
+        n = len(lengths) if lengths else num_envs
+        space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        super().__init__(n, space, space, max_episode_steps=limit)
+        self.lengths = torch.tensor(lengths if lengths else [10**9] * n)
+        self.truncate = torch.tensor([i in truncate for i in range(n)])
+        self.steps = 0
+        self.reward = torch.ones(n)
+
+    def reset(self, *, seed=None, options=None):
+        self.steps, self.reward = 0, torch.ones(self.num_envs)
+        return torch.zeros(self.num_envs, 1), {}
+
+    def step(self, actions):
+        self.steps += 1
+        reward = self.reward.clone()
+        ends = self.lengths == self.steps
+        self.reward[ends] = 100.0
+        return torch.zeros(self.num_envs, 1), reward, ends & ~self.truncate, ends & self.truncate, {}
+
+
+def test_an_evaluation_steps_until_the_last_sub_env_ends_whether_terminated_or_truncated():
+    env = _Steps([3, 1, 2], truncate=(0,))
+    result = Evaluator(env).evaluate(_WeightPolicy())
+    assert result.returns == (3.0, 1.0, 2.0) and env.steps == 3  # not one step more
+    assert isinstance(result.returns, tuple) and result.episodes == 3 and result.seconds > 0
+    assert result.mean == 2.0 and result.std == pytest.approx(np.std([3, 1, 2]))
+    env = _Steps([2, 2])
+    assert Evaluator(env).evaluate(_WeightPolicy()).returns == (2.0, 2.0) and env.steps == 2
+
+
+def test_an_evaluation_stops_at_its_step_cap_and_counts_the_partial_returns():
+    env = _Steps(num_envs=2)  # never ends
+    result = Evaluator(env, max_steps=7).evaluate(_WeightPolicy())
+    assert result.returns == (7.0, 7.0) and env.steps == 7 and result.std == 0.0
+    assert Evaluator(_Steps(num_envs=2, limit=50)).max_steps == 50  # the env's time limit by default
+    assert Evaluator(_Steps(num_envs=2, limit=50), max_steps=9).max_steps == 9
+    assert Evaluator(_Steps(num_envs=2)).max_steps == 10_000  # no limit: a safety cap
+
+
+def test_one_episode_has_no_spread_and_a_nan_score_is_an_error():
+    result = Evaluator(_Steps([4])).evaluate(_WeightPolicy())
+    assert result.returns == (4.0,) and result.mean == 4.0 and result.std == 0.0
+
+    class NaNs(_Steps):
+        def step(self, actions):
+            obs, reward, terminated, truncated, info = super().step(actions)
+            return obs, reward * float("nan"), terminated, truncated, info
+
+    with pytest.raises(FloatingPointError, match="NaN scores"):
+        Evaluator(NaNs([1, 1])).evaluate(_WeightPolicy())
+
+
+def test_the_evaluator_acts_deterministically_unless_told_otherwise():
+    seen = []
+
+    class Recorder(_WeightPolicy):
+        def act(self, obs, deterministic=True):
+            seen.append(deterministic)
+            return super().act(obs)
+
+    Evaluator(_Steps([1])).evaluate(Recorder())
+    Evaluator(_Steps([1]), deterministic=False).evaluate(Recorder())
+    assert seen == [True, False]
+
+
+def test_the_best_result_is_the_highest_mean_then_the_smallest_spread_and_the_first_of_equals():
+    evaluator = Evaluator(_SeedEcho(2))
+    policy = _WeightPolicy()
+    assert evaluator.best is None
+    first = evaluator.evaluate(policy, seed=0)  # returns (0, 1)
+    assert evaluator.best is first
+    policy.w = -1.0
+    evaluator.evaluate(policy, seed=0)  # a lower mean
+    assert evaluator.best is first
+    policy.w = 0.0
+    again = evaluator.evaluate(policy, seed=0)  # exactly as good: the first stays
+    assert again.returns == first.returns and evaluator.best is first
+    policy.w = 1.0
+    better = evaluator.evaluate(policy, seed=0)
+    assert better.mean == 1.5 and evaluator.best is better
+
+    class Spread(_SeedEcho):
+        def reset(self, *, seed=None, options=None):
+            obs, info = super().reset(seed=seed)
+            self.base = torch.arange(self.num_envs) * seed  # seed 1: (0, 1) plus the action; 0: (0, 0); -1: (0, -1)
+            return obs, info
+
+    evaluator = Evaluator(Spread(2))
+    policy = _WeightPolicy()
+    wide = evaluator.evaluate(policy, seed=1)  # mean 0.5, std 0.5
+    policy.w = 0.5
+    narrow = evaluator.evaluate(policy, seed=0)  # mean 0.5, std 0
+    assert wide.mean == narrow.mean and narrow.std < wide.std and evaluator.best is narrow
+    policy.w = 1.0
+    evaluator.evaluate(policy, seed=-1)  # mean 0.5 again, wider
+    assert evaluator.best is narrow
+
+
+@pytest.mark.parametrize("mode", ["inline", "thread", "process"])
+def test_the_service_scores_each_snapshot_on_its_seed_and_confirms_a_score_at_the_target(mode):
+    with EvaluatorService(_build(), target=12.0, confirm_seed=1000, mode=mode) as service:
+        assert not service.busy and service.results() == []
+        low = _snapshot(1.0, seed=10, tag="low")  # returns (11, 12, 13): mean 12, at the target
+        service.submit(low)
+        scored = service.wait(timeout=30)
+        assert [s.snapshot for s in scored] == [low] and scored[0].snapshot.extra == {"tag": "low"}
+        assert scored[0].result.returns == (11.0, 12.0, 13.0) and scored[0].result.episodes == 3
+        confirmation = scored[0].confirmation  # on 4 episodes from seed 1000
+        assert confirmation is not None and confirmation.returns == (1001.0, 1002.0, 1003.0, 1004.0)
+        assert scored[0].score == confirmation.mean == 1002.5
+        service.submit(_snapshot(2.0, seed=20))  # the next confirmation starts 4 seeds later
+        scored += service.wait(timeout=30)
+        assert scored[1].confirmation.returns == (1006.0, 1007.0, 1008.0, 1009.0)
+        service.submit(_snapshot(1.0, seed=9.5))  # returns (10.5, 11.5, 12.5): just below the target
+        (unconfirmed,) = service.wait(timeout=30)
+        assert unconfirmed.confirmation is None and unconfirmed.score == unconfirmed.result.mean == 11.5
+        assert not service.busy and service.results() == []
+        scored.append(unconfirmed)
+        assert all(s.seconds > 0 for s in scored)
+        assert service.seconds == pytest.approx(sum(s.seconds for s in scored))
+
+
+def test_without_a_target_or_a_confirmer_nothing_is_confirmed():
+    with EvaluatorService(_build(), target=None, mode="inline") as service:
+        service.submit(_snapshot(100.0, seed=0))
+        assert service.results()[0].confirmation is None
+    with EvaluatorService(_build(confirm=None), target=0.0, mode="inline") as service:
+        service.submit(_snapshot(100.0, seed=0))
+        assert service.results()[0].confirmation is None
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_snapshot_still_waiting_is_replaced_by_a_newer_one(mode):
+    context = multiprocessing.get_context("fork")
+    gate, started = context.Event(), context.Event()
+    with EvaluatorService(_build(gate=gate, started=started), mode=mode) as service:
+        first, second, third = (_snapshot(w, seed=0) for w in (1.0, 2.0, 3.0))
+        service.submit(first)
+        assert started.wait(30) and service.busy
+        service.submit(second)
+        service.submit(third)  # the second never got its turn
+        assert service.wait(timeout=0.2) == [] and service.busy  # still held at the gate
+        gate.set()
+        scored = service.wait(timeout=30)
+        assert [s.snapshot.steps for s in scored] == [1, 3] and not service.busy
+        assert [s.result.mean for s in scored] == [2.0, 4.0]
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_closing_the_service_drops_the_snapshot_being_scored_at_once(mode):
+    context = multiprocessing.get_context("fork")
+    gate, started = context.Event(), context.Event()
+    service = EvaluatorService(_build(gate=gate, started=started), mode=mode)
+    service.submit(_snapshot(1.0, seed=0))
+    assert started.wait(30)
+    process, thread = service._process, service._thread
+    start = time.monotonic()
+    service.close()
+    assert time.monotonic() - start < 5
+    if process is not None:
+        assert process.exitcode == -signal.SIGKILL and service._process is None
+    if thread is not None:  # the thread finishes the snapshot unheard, then ends
+        gate.set()  # (not after a kill: a sleeper killed inside Event.wait would hang Event.set)
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_an_idle_service_stops_when_closed(mode):
+    service = EvaluatorService(_build(), mode=mode)
+    service.submit(_snapshot(1.0, seed=0))
+    assert len(service.wait(timeout=30)) == 1
+    process, thread = service._process, service._thread
+    service.close()
+    if process is not None:
+        assert process.exitcode == 0 and service._process is None  # told to stop, not killed
+    if thread is not None:
+        assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_service_whose_envs_fail_reports_why(mode):
+    with EvaluatorService(_build(fail="no evaluation data"), mode=mode) as service:
+        service.submit(_snapshot(1.0, seed=0))
+        with pytest.raises(EvaluationError, match="the evaluator failed: RuntimeError: no evaluation data"):
+            service.wait(timeout=30)
+        assert not service.busy
+        with pytest.raises(EvaluationError, match="no evaluation data"):
+            service.submit(_snapshot(2.0, seed=0))
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_service_that_cannot_be_built_reports_why(mode):
+    def build():
+        raise RuntimeError("no such env")
+
+    failed = pytest.raises(EvaluationError, match="the evaluator failed: RuntimeError: no such env")
+    with EvaluatorService(build, mode=mode) as service, failed:
+        service.submit(_snapshot(1.0, seed=0))  # (raises here if the failure is already known)
+        service.wait(timeout=30)
+
+
+def test_an_inline_service_fails_with_an_evaluation_error_and_an_unknown_mode_is_refused():
+    failed = pytest.raises(EvaluationError, match="the evaluator failed: RuntimeError: disk full")
+    with EvaluatorService(_build(fail="disk full"), mode="inline") as service, failed:
+        service.submit(_snapshot(1.0, seed=0))
+    with pytest.raises(ValueError, match="eval mode must be 'process', 'thread' or 'inline', got 'fibre'"):
+        EvaluatorService(_build(), mode="fibre")
+
+
+def test_a_snapshot_is_a_detached_copy_and_acting_needs_only_its_modules():
+    weight = torch.ones(2, requires_grad=True)
+
+    class Agentish:
+        def state_dict(self):
+            return {"module.actor": {"w": weight, "sizes": [weight, (weight, 3)]}, "optimizer.actor": {"step": 1}}
+
+    snapshot = Snapshot.of(Agentish(), steps=5, wall_time=2.5, seed=7, counters={"best": 1.0})
+    assert (snapshot.steps, snapshot.wall_time, snapshot.seed) == (5, 2.5, 7)
+    assert snapshot.extra == {"counters": {"best": 1.0}}
+    with torch.no_grad():
+        weight.mul_(3)
+    copy = snapshot.state["module.actor"]
+    assert torch.equal(copy["w"], torch.ones(2)) and not copy["w"].requires_grad
+    assert isinstance(copy["sizes"], list) and isinstance(copy["sizes"][1], tuple) and copy["sizes"][1][1] == 3
+    assert torch.equal(copy["sizes"][1][0], torch.ones(2))
+    assert snapshot.modules() == {"module.actor": copy}
+    assert Snapshot({}, 0, 0.0).seed == 0 and Snapshot({}, 0, 0.0).extra == {}

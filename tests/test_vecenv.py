@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import podium.envs as envs
+from podium.envs.base import TensorVecEnv
 from podium.envs.classic.cartpole import CartPoleVecEnv
 
 
@@ -220,3 +221,208 @@ def test_the_env_list_costs_no_torch_import():
     code = "import sys; from podium.envs.registry import list_envs; list_envs(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ----------------------------------------------------------------- the base class's own promises
+class _Walk(TensorVecEnv):
+    """Sub-env ``i`` walks by its action from a uniform start in [0, 1); it terminates once it has walked at
+    least ``goal[i]`` (reward: the step taken). ``info["position"]`` is the position after the step."""
+
+    def __init__(self, goal, action_dim: int = 1, **kwargs) -> None:
+        box = gym.spaces.Box(-np.inf, np.inf, (action_dim,), np.float32)
+        super().__init__(len(goal), gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), box, **kwargs)
+        self.goal = torch.tensor(goal, dtype=self.dtype)
+        self.seen: list[torch.Tensor] = []
+
+    def _initial_state(self, k):
+        return (torch.cat([self._uniform((1, k), 0.0, 1.0), torch.zeros(1, k, dtype=self.dtype)]),)
+
+    def _dynamics(self, state, actions):
+        self.seen.append(actions)
+        (s,) = state
+        step = actions.sum(1)
+        walked = s[1] + step
+        return (torch.stack([s[0] + step, walked]),), step, walked >= self.goal
+
+    def _observe(self, state):
+        return state[0].T
+
+    def _step_info(self, state):
+        return {"position": state[0][0]}
+
+
+def test_a_device_is_resolved_or_refused_with_the_reason():
+    from podium.envs.base import resolve_device
+
+    assert resolve_device(None) == resolve_device("cpu") == resolve_device(torch.device("cpu")) == torch.device("cpu")
+    with pytest.raises(ValueError, match=r"unknown device 'gpu': use 'cpu', 'cuda', 'cuda:N' or 'mps'"):
+        resolve_device("gpu")
+    with pytest.raises(ValueError, match=r"unsupported device 'meta': use 'cpu', 'cuda', 'cuda:N' or 'mps'"):
+        resolve_device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"'cuda' requested but CUDA is not available here; use device='cpu'"):
+            resolve_device("cuda")
+    if not torch.backends.mps.is_available():
+        with pytest.raises(ValueError, match=r"device 'mps' requested but MPS is not available here; use device='cpu'"):
+            resolve_device("mps")
+
+
+def test_the_constructor_checks_its_arguments_and_describes_the_env():
+    env = _Walk([1.0, 2.0, 3.0])
+    assert repr(env) == "_Walk(num_envs=3, device=cpu)" and env.num_envs == 3
+    assert _Walk(np.ones(np.int64(2)).tolist()).num_envs == 2
+    assert type(CartPoleVecEnv(num_envs=np.int64(2)).num_envs) is int
+    assert env.observation_space.shape == (3, 2) and env.action_space.shape == (3, 1) and not env.discrete
+    assert env.max_episode_steps is None and env.validate_actions and env.dtype == torch.float32
+    with pytest.raises(ValueError, match=r"dtype must be torch.float32 or torch.float64, got torch.float16"):
+        _Walk([1.0], dtype=torch.float16)
+    for limit in (0, -1):
+        with pytest.raises(ValueError, match=f"max_episode_steps must be positive or None, got {limit}"):
+            _Walk([1.0], max_episode_steps=limit)
+    assert _Walk([1.0], max_episode_steps=1).max_episode_steps == 1
+    with pytest.raises(ValueError, match=r"num_envs must be a positive integer, got 0"):
+        _Walk([])
+
+
+def test_a_target_above_the_best_possible_return_is_explained():
+    class Bounded(_Walk):
+        best = 0.0
+
+        @property
+        def max_return(self):
+            return self.best
+
+    env = Bounded([1.0])
+    assert env.unreachable(0.0) is None and env.unreachable(-5.0) is None
+    assert env.unreachable(200.0, "Bounded-v0") == (
+        "target 200 can never be reached on Bounded-v0: the best possible episode return is 0; "
+        "rewards here are <= 0 — did you mean -200?"
+    )
+    env.best = 100.0
+    assert env.unreachable(100.0) is None
+    assert env.unreachable(150.0) == (
+        "target 150 can never be reached on this env: the best possible episode return is 100"
+    )
+    env.best = -1.0
+    assert env.unreachable(-0.5).endswith("is -1")  # no hint: the target is not positive
+    assert _Walk([1.0]).unreachable(1e9) is None  # no known bound
+
+
+def test_seeds_given_as_a_list_the_make_seed_and_unseeded_resets():
+    def start(**kwargs):
+        env = _Walk([1.0] * 4)
+        env.default_seed = kwargs.pop("default", None)
+        obs, _ = env.reset(**kwargs)
+        return env, obs
+
+    _, seeded = start(seed=5)
+    assert torch.equal(start(seed=[5, 6])[1], seeded) and torch.equal(start(seed=(5,))[1], seeded)
+    assert torch.equal(start(default=5)[1], seeded)  # the first reset without a seed uses the make seed
+    env, _ = start(default=5, seed=7)
+    assert not torch.equal(env.reset()[0], seeded)  # ... and only a first one
+    unseeded = [start(seed=s)[1] for s in (None, [], [None])]
+    assert all(not torch.equal(u, seeded) for u in unseeded)
+    assert not torch.equal(unseeded[0], unseeded[1])  # fresh entropy each time
+    env, _ = start(seed=5)
+    again, _ = start(seed=5)
+    assert np.array_equal(env.action_space.sample(), again.action_space.sample())  # the action space too
+    env.reset()  # an unseeded reset continues the generator rather than reseeding it
+    assert not torch.equal(env.reset()[0], seeded)
+
+
+def test_box_actions_are_checked_converted_and_moved_to_the_env():
+    env = _Walk([10.0, 10.0], dtype=torch.float64)
+    env.reset(seed=0)
+    env.step(np.array([0.5, 0.25]))  # one number per sub-env for a one-number action
+    assert env.seen[-1].dtype == torch.float64 and env.seen[-1].tolist() == [[0.5], [0.25]]
+    env.step(torch.tensor([[1], [2]]))
+    assert env.seen[-1].dtype == torch.float64 and env.seen[-1].tolist() == [[1.0], [2.0]]
+    with pytest.raises(ValueError, match=r"_Walk: Box actions must be real numbers, got dtype torch.bool"):
+        env.step(torch.ones(2, 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"Box actions must be real numbers, got dtype torch.complex64"):
+        env.step(torch.ones(2, 1, dtype=torch.complex64))
+    with pytest.raises(ValueError, match=r"shape \(2, 1\) \(num_envs, \*action_shape\), got \(3,\)"):
+        env.step(torch.zeros(3))
+    with pytest.raises(ValueError, match=r"actions contain NaN or inf \(sub-envs \[1\]\); refusing to step"):
+        env.step(torch.tensor([[0.0], [float("inf")]]))
+    wide = _Walk([10.0, 10.0, 10.0], action_dim=2)
+    wide.reset(seed=0)
+    with pytest.raises(ValueError, match=r"expected actions of shape \(3, 2\)"):
+        wide.step(torch.zeros(3))  # one number per sub-env is not enough for two
+    with pytest.raises(ValueError, match=r"\(sub-envs \[0, 2\]\)"):
+        wide.step(torch.tensor([[float("nan"), 0.0], [0.0, 0.0], [0.0, -float("inf")]]))
+    trusting = _Walk([10.0], validate_actions=False)
+    trusting.reset(seed=0)
+    trusting.step(torch.tensor([[float("nan")]]))  # not checked: actions valid by construction
+    assert trusting.seen[-1].isnan().all()
+
+
+def test_discrete_actions_may_come_as_a_column_and_the_range_check_can_be_turned_off():
+    env = CartPoleVecEnv(num_envs=3)
+    env.reset(seed=0)
+    env.step(torch.tensor([[0], [1], [1]], dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"CartPoleVecEnv has Discrete\(2\) actions: expected an integer tensor of "):
+        env.step(torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"expected actions of shape \(3,\) for 3 sub-envs, got \(3, 2\)"):
+        env.step(torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"discrete actions must be in \[0, 1\], got values in \[0, 2\]"):
+        env.step(torch.tensor([0, 2, 1]))
+    trusting = CartPoleVecEnv(num_envs=3, validate_actions=False)
+    trusting.reset(seed=0)
+    trusting.step(torch.tensor([0, 1, 1]))
+
+
+def test_episodes_that_end_at_different_steps_report_their_own_statistics_and_restart():
+    """Goals 1, 3 and 100 at one unit a step, time limit 4: sub-env 0 terminates every step, sub-env 1 at
+    step 3, sub-env 2 is truncated at step 4."""
+    env = _Walk([1.0, 3.0, 100.0], max_episode_steps=4)
+    obs, _ = env.reset(seed=1)
+    ones = torch.ones(3, 1)
+    for t in range(1, 5):
+        previous = obs
+        obs, reward, terminated, truncated, info = env.step(ones)
+        assert torch.equal(reward, torch.ones(3)) and reward.dtype == torch.float32
+        assert torch.equal(info["final_obs"][:, 0], previous[:, 0] + 1)  # the step, before any reset
+        assert torch.equal(info["position"], previous[:, 0] + 1) and info["_position"].all()
+        ended = terminated | truncated
+        assert torch.equal(info["_final_obs"], ended) and torch.equal(info["_episode_return"], ended)
+        assert torch.equal(info["_episode_length"], ended)
+        fresh = obs[ended]  # a new episode in the same step: a start in [0, 1), nothing walked
+        assert (fresh[:, 1] == 0).all() and ((fresh[:, 0] >= 0) & (fresh[:, 0] < 1)).all()
+        assert torch.equal(obs[~ended], info["final_obs"][~ended])
+        assert terminated[0] and info["episode_return"][0] == 1.0 and info["episode_length"][0] == 1
+        assert terminated[1] == (t == 3) and not truncated[:2].any()
+        assert truncated[2] == (t == 4) and not terminated[2]
+        if t == 3:
+            assert info["episode_return"][1] == 3.0 and info["episode_length"][1] == 3
+    assert info["episode_length"].tolist() == [1, 1, 4] and info["episode_return"].tolist() == [1.0, 1.0, 4.0]
+    assert env.episode_length.tolist() == [0, 1, 0] and env.episode_return.tolist() == [0.0, 1.0, 0.0]
+    env.step(ones)
+    assert env.episode_length.tolist() == [0, 2, 1] and env.episode_return.tolist() == [0.0, 2.0, 1.0]
+    env.reset(seed=1)  # a reset starts every statistic again
+    assert env.episode_length.tolist() == [0, 0, 0] and env.episode_return.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_a_step_that_terminates_at_the_time_limit_is_a_termination():
+    env = _Walk([2.0, 5.0], max_episode_steps=2)
+    env.reset(seed=0)
+    env.step(torch.ones(2, 1))
+    _, _, terminated, truncated, info = env.step(torch.ones(2, 1))
+    assert terminated.tolist() == [True, False] and truncated.tolist() == [False, True]
+    assert info["_episode_length"].tolist() == [True, True] and info["episode_length"].tolist() == [2, 2]
+    unlimited = _Walk([10.0])
+    unlimited.reset(seed=0)
+    for _ in range(20):
+        _, _, terminated, truncated, _ = unlimited.step(torch.zeros(1, 1))
+    assert not terminated.any() and not truncated.any() and unlimited.episode_length.item() == 20
+
+
+def test_set_state_needs_a_one_part_state_after_reset():
+    env = _Walk([1.0, 1.0])
+    with pytest.raises(ValueError, match=r"_Walk has a 0-part state \(or reset\(\) was not called\)"):
+        env.set_state(torch.zeros(2, 2))
+    env.reset(seed=0)
+    env.set_state(torch.tensor([[3.0, 0.0], [4.0, 0.5]], dtype=torch.float64))
+    assert env.state[0].dtype == torch.float32 and env.state[0].tolist() == [[3.0, 4.0], [0.0, 0.5]]
+    with pytest.raises(ValueError, match=r"_Walk.set_state expects shape \(2, 2\), got \(2, 3\)"):
+        env.set_state(torch.zeros(2, 3))

@@ -256,3 +256,98 @@ def test_a_learner_killed_with_its_worker_fails_the_pod_and_leaves_no_process(tm
         Pod(spec, tmp_path, progress=False).run()
     assert len(seen) >= 4  # the evaluator, learner 1 and the two rollout workers
     assert _alive(set(seen)) == []
+
+
+def _parts_with_a_helper(spec: PodSpec, config, pid_file: Path, rank: int, num_envs: int):
+    """Worker 1 starts a helper process first, which inherits the worker's end of its pipe (as a simulator's
+    helper might) and outlives it: the worker's death then closes no pipe. Steps take 0.3 s."""
+    if rank == 1:
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(20)
+            os._exit(0)
+        pid_file.write_text(str(pid))
+    return _slow_parts(spec, config, 0.3, rank, num_envs)  # (so that a rollout is still running when killed)
+
+
+def _slow_parts(spec: PodSpec, config, seconds: float, rank: int, num_envs: int):
+    env, agent = _worker_parts(spec, config, rank, num_envs)
+    step = env.step
+
+    def slow(actions):
+        time.sleep(seconds)
+        return step(actions)
+
+    env.step = slow
+    return env, agent
+
+
+def test_a_group_needs_an_even_split_and_runs_named_daemon_workers_from_seed_0():
+    spec = PodSpec(algo="td3", steps=1000, hparams={"learning_starts": 10_000, "train_freq": 2}, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    build = functools.partial(_worker_parts, spec, agent.config)
+    for workers in (0, 3):
+        with pytest.raises(ValueError, match=f"2 sub-envs cannot be split evenly over {workers} rollout workers; make"):
+            WorkerGroup(agent, build, workers)
+    group = WorkerGroup(agent, build, 1)  # one worker is a valid split
+    try:
+        assert [(p.name, p.daemon) for p in _podium_children()] == [("podium-worker-0", True)]
+        # the learner's own parameters stay private: the workers read a shared copy
+        own = [t for m in agent.modules().values() for t in m.state_dict().values()]
+        shared = [t for m in group.params.values() for t in m.values()]
+        assert not any(t.is_shared() for t in own) and all(t.is_shared() for t in shared)
+        buffer = agent.make_buffer()
+        group.collect(buffer)
+        first, _ = GymVecEnv("Pendulum-v1", num_envs=2).reset(seed=0)
+        torch.testing.assert_close(buffer.obs[:2], first)
+    finally:
+        group.close()
+    assert not _podium_children()
+
+
+def test_the_collected_statistics_are_the_episodes_that_ended_in_the_rollout():
+    spec = PodSpec(
+        algo="ppo", steps=1000, env="CartPole-v1", native_env=False, tensorboard=False, hparams={"rollout_size": 128}
+    )
+    agent = _learner(spec, 2)
+    group = _group(spec, agent, 2)
+    try:
+        stats = group.collect(agent.make_buffer())
+        finished = group.rollout["finished"].clone()  # (read before the next collect overwrites the rollout)
+    finally:
+        group.close()
+    assert stats.steps == 128 and 0 < len(stats.episode_lengths) == int(finished.sum())
+    assert all(isinstance(n, int) and 8 <= n <= 64 for n in stats.episode_lengths)
+    assert stats.episode_returns == [float(n) for n in stats.episode_lengths]  # CartPole: 1 per step
+
+
+def test_a_rollout_slower_than_the_death_check_is_waited_for():
+    spec = PodSpec(algo="td3", steps=1000, hparams={"learning_starts": 10_000, "train_freq": 4}, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    group = WorkerGroup(agent, functools.partial(_slow_parts, spec, agent.config, 0.35), 2)
+    try:
+        start = time.perf_counter()
+        stats = group.collect(agent.make_buffer())  # 4 steps of 0.35 s: the workers are alive, only slow
+        assert time.perf_counter() - start > 1.0 and stats.steps == 8
+    finally:
+        group.close()
+
+
+def test_a_worker_that_dies_while_a_process_it_started_holds_its_pipe_is_noticed_within_seconds(tmp_path):
+    spec = PodSpec(algo="td3", steps=1000, hparams={"learning_starts": 10**9, "train_freq": 2}, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    pid_file = tmp_path / "helper.pid"
+    group = WorkerGroup(agent, functools.partial(_parts_with_a_helper, spec, agent.config, pid_file), 2)
+    try:
+        buffer = agent.make_buffer()
+        group.collect(buffer)  # both workers are built (the helper runs)
+        os.kill(group.processes[1].pid, signal.SIGKILL)
+        start = time.perf_counter()
+        with pytest.raises(WorkerError, match=r"rollout worker 1 died \(exit code -9\) before finishing its rollout"):
+            group.collect(buffer)
+        assert time.perf_counter() - start < 5  # the pipe stays open: the worker's death itself is noticed
+    finally:
+        group.close()
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert not _podium_children()

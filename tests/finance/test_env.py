@@ -325,3 +325,126 @@ def test_a_score_that_does_not_exist_or_needs_whole_episodes_is_refused(market):
         make_env(market, score="calmar")
     with pytest.raises(ValueError, match="leave max_episode_steps unset"):
         make_env(market, score="sharpe", max_episode_steps=10)
+
+
+# ----------------------------------------------------------------- the reference env on its own
+def test_the_reference_env_has_the_batched_envs_spaces_defaults_and_options(market):
+    T = market.num_days
+    env = StockTradingEnv(data=market)
+    assert env.observation_space == gym.spaces.Box(-np.inf, np.inf, (1 + 2 * S + 8 * S,), np.float32)
+    assert env.action_space == gym.spaces.Box(-1.0, 1.0, (S,), np.float32)
+    assert env.max_start_day == int(0.25 * (T - 2)) and env.initial_cash == 1e6
+    assert StockTradingEnv(data=market, random_start=False).max_start_day == 0
+    obs, info = StockTradingEnv(data=market, random_start=False).reset(seed=0)
+    assert info["day"] == 0 and info["cash"] == 1e6 and info["account_value"] == 1e6
+    assert info["transaction_cost"] == 0.0 and info["holdings"].tolist() == [0.0] * S
+    assert info["date"] == market.dates[0] and obs[0] == 1.0
+    # an account given in options: holdings rounded to whole shares, kept as floats
+    held = [0] * S
+    held[2], held[5] = 7, 3
+    obs, info = env.reset(options={"day": T - 2, "cash": 1234.5, "holdings": held})
+    assert info["day"] == T - 2 and info["cash"] == 1234.5 and info["date"] == market.dates[T - 2]
+    assert env.holdings.dtype == np.float64 and info["holdings"].tolist() == [float(h) for h in held]
+    assert info["account_value"] == pytest.approx(1234.5 + 7 * market.close[T - 2, 2] + 3 * market.close[T - 2, 5])
+    assert obs[1 + S + 2] == pytest.approx(7 / 100)
+    for day in (-1, T - 1):
+        with pytest.raises(ValueError, match=rf"day must be in 0\.\.{T - 2} \(a step needs a next day\)"):
+            env.reset(options={"day": day})
+
+
+def test_the_reference_env_draws_its_start_day_and_cash_from_the_documented_ranges(market):
+    env = StockTradingEnv(data=market, start_fraction=0.01, cash_jitter=0.5, initial_cash=1e4)  # days 0..4
+    days, cash = set(), []
+    for seed in range(60):
+        _, info = env.reset(seed=seed)
+        days.add(info["day"])
+        cash.append(info["cash"])
+    assert days == {0, 1, 2, 3, 4}
+    assert 5e3 <= min(cash) < 7e3 and 1.3e4 < max(cash) <= 1.5e4
+
+
+def test_the_reference_env_refuses_what_the_batched_env_refuses(market):
+    calm = MarketData(market.dates, market.tickers, market.close, market.indicators, market.indicator_names)
+    with pytest.raises(ValueError, match="turbulence_threshold needs a 'turbulence' column"):
+        StockTradingEnv(data=calm, turbulence_threshold=1.0)
+    for limit in (0, -2):
+        with pytest.raises(ValueError, match=f"max_episode_steps must be positive or None, got {limit}"):
+            StockTradingEnv(data=market, max_episode_steps=limit)
+    env = StockTradingEnv(data=market, max_episode_steps=1)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"^StockTradingEnv: action contains NaN or inf$"):
+        env.step(np.full(S, np.nan))
+
+
+def test_the_reference_env_truncates_at_its_step_limit_unless_the_data_ends_there(market):
+    T = market.num_days
+    env = StockTradingEnv(data=market, random_start=False, max_episode_steps=3)
+    for start, ends in ((0, "truncated"), (T - 4, "terminated")):
+        env.reset(options={"day": start})
+        for step in range(1, 4):
+            _, _, terminated, truncated, info = env.step(np.zeros(S))
+            expected = (ends == "terminated", ends == "truncated") if step == 3 else (False, False)
+            assert (terminated, truncated) == expected
+        assert info["day"] == start + 3
+        env.reset(options={"day": start})  # a reset starts the count again
+        assert env.step(np.zeros(S))[3] is False
+
+
+def test_the_reference_env_clips_orders_reads_a_row_of_actions_and_keeps_empty_accounts_empty(market):
+    env = StockTradingEnv(data=market, random_start=False)
+    held = [0.0] * S
+    held[0] = 500.0
+    env.reset(options={"day": 10, "holdings": held})
+    _, _, _, _, info = env.step(np.array([[-5.0] + [0.0] * (S - 1)]))  # a batch of one; clipped to -1
+    assert info["holdings"][0] == 400.0
+    # a float32 0.57 is 0.56999999...: 56 shares, though 0.57 * 100 in float32 arithmetic rounds to 57
+    action = np.zeros(S, dtype=np.float32)
+    action[1] = 0.57
+    _, _, _, _, info = env.step(action)
+    assert info["holdings"][1] == 56.0
+    batched = StockTradingVecEnv(num_envs=1, data=market, random_start=False, dtype=torch.float64)
+    batched.reset(seed=0)
+    batched.step(torch.as_tensor(action)[None])
+    assert batched.holdings[0, 1].item() == 56.0
+    env.reset(options={"day": 10, "cash": 0.0})
+    _, _, _, _, info = env.step(np.zeros(S))
+    assert info["cash"] == 0.0 and info["account_value"] == 0.0
+
+
+def test_turbulence_exactly_at_the_threshold_is_calm_in_both_envs(market):
+    day = 30
+    threshold = float(market.turbulence[day])
+    held = [0.0] * S
+    held[3] = 40.0
+    reference = StockTradingEnv(data=market, random_start=False, turbulence_threshold=threshold)
+    reference.reset(options={"day": day, "cash": 1e4, "holdings": held})
+    _, _, _, _, info = reference.step(np.zeros(S))
+    assert info["holdings"][3] == 40.0  # not liquidated: the rule needs turbulence strictly above
+    batched = make_env(market, turbulence_threshold=threshold)
+    place(batched, 1e4, day, {3: 40.0})
+    batched.step(torch.zeros(1, S))
+    assert batched.holdings[0, 3].item() == 40.0
+    reference = StockTradingEnv(data=market, random_start=False, turbulence_threshold=threshold - 1e-6)
+    reference.reset(options={"day": day, "cash": 1e4, "holdings": held})
+    assert reference.step(np.zeros(S))[4]["holdings"][3] == 0.0
+
+
+def test_a_period_indicators_and_scales_of_a_table_shape_both_envs_alike(market):
+    table = market.frame.reset_index(drop=True)
+    options: dict[str, Any] = {
+        "data": table,
+        "period": ("2016-03-01", "2016-06-30"),
+        "indicators": ("macd", "rsi_30"),
+        "indicator_scales": {"macd": 1.0, "rsi_30": "price"},
+        "random_start": False,
+    }
+    reference = StockTradingEnv(**options)
+    batched = StockTradingVecEnv(num_envs=1, dtype=torch.float64, **options)
+    obs, _ = reference.reset(seed=0)
+    first = int(np.argmax(market.dates >= np.datetime64("2016-03-01")))
+    assert reference.market.num_days == batched.num_days == 86 and obs.shape == (1 + 2 * S + 2 * S,)
+    macd = market.indicators[first, market.indicator_names.index("macd")]
+    rsi = market.indicators[first, market.indicator_names.index("rsi_30")]
+    np.testing.assert_allclose(obs[1 + 2 * S : 1 + 3 * S], macd, rtol=1e-6)  # factor 1
+    np.testing.assert_allclose(obs[1 + 3 * S :], rsi * 0.01, rtol=1e-6)  # the price factor
+    np.testing.assert_allclose(batched.reset(seed=0)[0][0].numpy(), obs, rtol=1e-6)
