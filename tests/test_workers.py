@@ -351,3 +351,33 @@ def test_a_worker_that_dies_while_a_process_it_started_holds_its_pipe_is_noticed
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
     assert not _podium_children()
+
+
+def test_the_in_process_worker_records_every_step_and_reports_the_episodes_that_ended():
+    from podium.envs import make
+    from podium.pod.worker import Transition, Worker
+
+    spec = PodSpec(algo="dqn", env="CartPole-v1", steps=1000, tensorboard=False, hparams={"learning_starts": 10**6})
+    env = make("CartPole-v1", num_envs=3)
+    agent = build_agent(spec, env.single_observation_space, env.single_action_space, 3, env.device)
+    with pytest.raises(ValueError, match="env has 3 sub-envs but the agent was built for 4"):
+        Worker(env, build_agent(spec, env.single_observation_space, env.single_action_space, 4, env.device))
+    worker = Worker(env, agent, seed=4)
+    torch.testing.assert_close(worker.obs, make("CartPole-v1", num_envs=3).reset(seed=4)[0])
+    buffer = agent.make_buffer()
+    stats = worker.collect(buffer, steps=60)
+    assert stats.steps == 180 and buffer.size == 180
+    obs, next_obs = buffer.obs[:180].reshape(60, 3, -1), buffer.next_obs[:180].reshape(60, 3, -1)
+    ended = buffer.terminated[:180].reshape(60, 3).bool()  # (no CartPole episode reaches its time limit here)
+    assert torch.equal(obs[1:][~ended[:-1]], next_obs[:-1][~ended[:-1]])  # each step goes on from the last
+    assert len(stats.episode_lengths) == int(ended.sum())
+    # the episodes that ended, in step order: CartPole pays 1 a step, so each return is its length
+    assert len(stats.episode_lengths) > 0 and stats.episode_returns == [float(n) for n in stats.episode_lengths]
+    assert sum(stats.episode_lengths) <= 180 and all(isinstance(n, int) for n in stats.episode_lengths)
+    step = worker.step()
+    assert isinstance(step, Transition) and torch.equal(step.next_obs, worker.obs)
+    assert torch.equal(step.finished, step.terminated | step.truncated)
+    again = Transition.from_tensors(step.tensors())
+    assert all(torch.equal(getattr(again, k), v) for k, v in vars(step).items() if k != "extras")
+    assert again.extras.keys() == step.extras.keys()
+    assert Worker(env, agent).collect(agent.make_buffer()).steps == agent.rollout_steps * 3  # the agent's length
