@@ -228,7 +228,7 @@ class _SeedEcho(VecEnv):
         if self.started is not None:
             self.started.set()
         if self.gate is not None:
-            assert self.gate.wait(30), "the test never opened the gate"
+            assert self.gate.wait(WAIT), "the test never opened the gate"
         if self.fail is not None:
             raise RuntimeError(self.fail)
         self.base = seed + torch.arange(self.num_envs, dtype=torch.float32)
@@ -251,6 +251,10 @@ class _WeightPolicy:
 
     def act(self, obs, deterministic=True):
         return torch.full((obs.shape[0], 1), self.w)
+
+
+WAIT = 30.0
+"""How long the service tests wait for anything (scoring takes milliseconds)."""
 
 
 def _snapshot(w: float, seed: int, **extra) -> Snapshot:
@@ -375,21 +379,24 @@ def test_the_service_scores_each_snapshot_on_its_seed_and_confirms_a_score_at_th
         assert not service.busy and service.results() == []
         low = _snapshot(1.0, seed=10, tag="low")  # returns (11, 12, 13): mean 12, at the target
         service.submit(low)
-        scored = service.wait(timeout=30)
+        scored = service.wait()  # (the pod waits without a timeout)
         assert [s.snapshot for s in scored] == [low] and scored[0].snapshot.extra == {"tag": "low"}
         assert scored[0].result.returns == (11.0, 12.0, 13.0) and scored[0].result.episodes == 3
         confirmation = scored[0].confirmation  # on 4 episodes from seed 1000
         assert confirmation is not None and confirmation.returns == (1001.0, 1002.0, 1003.0, 1004.0)
         assert scored[0].score == confirmation.mean == 1002.5
-        service.submit(_snapshot(2.0, seed=20))  # the next confirmation starts 4 seeds later
-        scored += service.wait(timeout=30)
-        assert scored[1].confirmation.returns == (1006.0, 1007.0, 1008.0, 1009.0)
+        for k in (1, 2):  # each next confirmation starts 4 seeds later
+            service.submit(_snapshot(2.0, seed=20))
+            start = time.monotonic()
+            scored += service.wait(timeout=0.9)  # scoring takes milliseconds: well within a short timeout
+            assert time.monotonic() - start < 0.8  # and wait returns as soon as it is scored
+            assert scored[k].confirmation.returns == tuple(1002.0 + 4 * k + i for i in range(4))
         service.submit(_snapshot(1.0, seed=9.5))  # returns (10.5, 11.5, 12.5): just below the target
-        (unconfirmed,) = service.wait(timeout=30)
+        (unconfirmed,) = service.wait(timeout=WAIT)
         assert unconfirmed.confirmation is None and unconfirmed.score == unconfirmed.result.mean == 11.5
         assert not service.busy and service.results() == []
         scored.append(unconfirmed)
-        assert all(s.seconds > 0 for s in scored)
+        assert all(0 < s.seconds < WAIT for s in scored)
         assert service.seconds == pytest.approx(sum(s.seconds for s in scored))
 
 
@@ -409,12 +416,12 @@ def test_a_snapshot_still_waiting_is_replaced_by_a_newer_one(mode):
     with EvaluatorService(_build(gate=gate, started=started), mode=mode) as service:
         first, second, third = (_snapshot(w, seed=0) for w in (1.0, 2.0, 3.0))
         service.submit(first)
-        assert started.wait(30) and service.busy
+        assert started.wait(WAIT) and service.busy
         service.submit(second)
         service.submit(third)  # the second never got its turn
         assert service.wait(timeout=0.2) == [] and service.busy  # still held at the gate
         gate.set()
-        scored = service.wait(timeout=30)
+        scored = service.wait(timeout=WAIT)
         assert [s.snapshot.steps for s in scored] == [1, 3] and not service.busy
         assert [s.result.mean for s in scored] == [2.0, 4.0]
 
@@ -425,7 +432,7 @@ def test_closing_the_service_drops_the_snapshot_being_scored_at_once(mode):
     gate, started = context.Event(), context.Event()
     service = EvaluatorService(_build(gate=gate, started=started), mode=mode)
     service.submit(_snapshot(1.0, seed=0))
-    assert started.wait(30)
+    assert started.wait(WAIT)
     process, thread = service._process, service._thread
     start = time.monotonic()
     service.close()
@@ -442,7 +449,7 @@ def test_closing_the_service_drops_the_snapshot_being_scored_at_once(mode):
 def test_an_idle_service_stops_when_closed(mode):
     service = EvaluatorService(_build(), mode=mode)
     service.submit(_snapshot(1.0, seed=0))
-    assert len(service.wait(timeout=30)) == 1
+    assert len(service.wait(timeout=WAIT)) == 1
     process, thread = service._process, service._thread
     service.close()
     if process is not None:
@@ -456,7 +463,7 @@ def test_a_service_whose_envs_fail_reports_why(mode):
     with EvaluatorService(_build(fail="no evaluation data"), mode=mode) as service:
         service.submit(_snapshot(1.0, seed=0))
         with pytest.raises(EvaluationError, match="the evaluator failed: RuntimeError: no evaluation data"):
-            service.wait(timeout=30)
+            service.wait(timeout=WAIT)
         assert not service.busy
         with pytest.raises(EvaluationError, match="no evaluation data"):
             service.submit(_snapshot(2.0, seed=0))
@@ -470,7 +477,7 @@ def test_a_service_that_cannot_be_built_reports_why(mode):
     failed = pytest.raises(EvaluationError, match="the evaluator failed: RuntimeError: no such env")
     with EvaluatorService(build, mode=mode) as service, failed:
         service.submit(_snapshot(1.0, seed=0))  # (raises here if the failure is already known)
-        service.wait(timeout=30)
+        service.wait(timeout=WAIT)
 
 
 def test_an_inline_service_fails_with_an_evaluation_error_and_an_unknown_mode_is_refused():
@@ -499,3 +506,16 @@ def test_a_snapshot_is_a_detached_copy_and_acting_needs_only_its_modules():
     assert torch.equal(copy["sizes"][1][0], torch.ones(2))
     assert snapshot.modules() == {"module.actor": copy}
     assert Snapshot({}, 0, 0.0).seed == 0 and Snapshot({}, 0, 0.0).extra == {}
+
+
+def test_an_evaluator_process_that_dies_fails_the_service_with_its_exit_code():
+    context = multiprocessing.get_context("fork")
+    gate, started = context.Event(), context.Event()
+    with EvaluatorService(_build(gate=gate, started=started), mode="process") as service:
+        service.submit(_snapshot(1.0, seed=0))
+        assert started.wait(WAIT)
+        os.kill(service._process.pid, signal.SIGKILL)
+        service._process.join(WAIT)
+        with pytest.raises(EvaluationError, match=r"the evaluator process ended unexpectedly \(exit code -9\)"):
+            service.results()
+        assert not service.busy
