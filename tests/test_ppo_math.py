@@ -7,6 +7,7 @@ import copy
 import math
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from torch.distributions import Categorical, Normal
@@ -250,3 +251,282 @@ def test_gsde_sigma_is_trained_and_saved():
     plain = PPO(agent.observation_space, agent.action_space, PPOConfig(hidden_sizes=(8, 5)), 6, torch.device("cpu"))
     with pytest.raises(ValueError, match="sde_log_std"):  # a gSDE checkpoint is not a plain PPO's
         plain.load_state_dict(state)
+
+
+# ----------------------------------------------------------------- sampling, bounds and bookkeeping
+def _box_agent(**hp) -> PPO:
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(np.array([-1.0, 0.0]), np.array([3.0, 1.0]))
+    agent = PPO(obs_space, act_space, PPOConfig(**hp), 4, torch.device("cpu"))
+    agent.generator.manual_seed(0)
+    return agent
+
+
+def test_the_actor_and_critic_heads_are_orthogonal_with_gains_0_01_and_1_and_use_the_chosen_activation():
+    agent = _box_agent(activation="relu", hidden_sizes=(8, 6))
+    torch.testing.assert_close(torch.linalg.svdvals(agent.actor[-1].weight), torch.full((2,), 0.01))
+    torch.testing.assert_close(torch.linalg.svdvals(agent.critic[-1].weight), torch.ones(1))
+    assert isinstance(agent.actor[1], torch.nn.ReLU) and isinstance(agent.critic[1], torch.nn.ReLU)
+
+
+def test_discrete_sampling_follows_the_softmax_and_reports_its_log_probability():
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(3)
+    agent = PPO(obs_space, act_space, PPOConfig(), 20_000, torch.device("cpu"))
+    agent.generator.manual_seed(0)
+    with torch.no_grad():
+        agent.actor[-1].weight.zero_()
+        agent.actor[-1].bias.copy_(torch.tensor([0.0, 1.0, 2.0]))
+    probs = torch.softmax(torch.tensor([0.0, 1.0, 2.0]), -1)
+    actions, extras = agent.explore(torch.zeros(20_000, 3))
+    assert actions.shape == (20_000,) and actions.dtype == torch.long
+    freq = torch.bincount(actions, minlength=3).float() / 20_000
+    torch.testing.assert_close(freq, probs, atol=0.015, rtol=0)
+    torch.testing.assert_close(extras["logprob"], probs.log()[actions])
+    assert agent.make_buffer().actions.dtype == torch.long
+
+
+def test_continuous_sampling_is_gaussian_around_the_mean_with_its_log_density_and_clipped_to_the_bounds():
+    agent = _box_agent(init_log_std=-0.5)
+    obs = torch.rand(4, 3)
+    _, extras = agent.explore(obs)
+    with torch.no_grad():
+        mean = agent.actor(obs)
+    expected = Normal(mean, agent.log_std.exp().detach()).log_prob(extras["policy_actions"]).sum(-1)
+    torch.testing.assert_close(extras["logprob"], expected)
+    many = PPO(agent.observation_space, agent.action_space, PPOConfig(init_log_std=-0.5), 20_000, agent.device)
+    many.generator.manual_seed(0)
+    with torch.no_grad():
+        for p in many.actor.parameters():
+            p.zero_()
+    sampled = many.explore(torch.zeros(20_000, 3))[1]["policy_actions"]
+    torch.testing.assert_close(sampled.mean(0), torch.zeros(2), atol=0.02, rtol=0)
+    torch.testing.assert_close(sampled.std(0), torch.full((2,), math.exp(-0.5)), atol=0.02, rtol=0)
+    # policy units -> the env's asymmetric bounds [-1, 3] x [0, 1], clipped there
+    units = torch.tensor([[-10.0, 10.0], [10.0, -10.0], [0.5, -0.5]])
+    torch.testing.assert_close(agent._to_env(units), torch.tensor([[-1.0, 1.0], [3.0, 0.0], [2.0, 0.25]]))
+
+
+def test_the_agents_own_generator_alone_decides_its_samples_and_minibatches():
+    def run(global_seed: int, discrete: bool, sde: bool = False):
+        torch.manual_seed(1)
+        space = gym.spaces.Discrete(3) if discrete else gym.spaces.Box(-1.0, 1.0, (2,))
+        config = PPOConfig(num_steps=4, use_sde=sde, hidden_sizes=(8,))
+        agent = PPO(gym.spaces.Box(-1.0, 1.0, (3,)), space, config, 2, torch.device("cpu"))
+        agent.generator.manual_seed(0)
+        torch.manual_seed(global_seed)  # the global generator differs between the two runs
+        data = torch.Generator().manual_seed(3)
+        buffer, obs, seen = agent.make_buffer(), torch.rand(2, 3, generator=data), []
+        no = torch.zeros(2, dtype=torch.bool)
+        for _ in range(4):
+            actions, extras = agent.explore(obs)
+            seen.append(actions.float())
+            agent.record(buffer, obs, actions, extras, torch.rand(2, generator=data), obs, no, no, obs)
+        if sde:
+            seen.append(agent.act(torch.rand(3, 3, generator=data), deterministic=False))
+        agent.learn(buffer, obs)
+        return torch.cat([s.flatten() for s in seen] + [p.detach().flatten() for p in agent.actor.parameters()])
+
+    for discrete, sde in ((True, False), (False, False), (False, True)):
+        assert torch.equal(run(1, discrete, sde), run(2, discrete, sde))
+
+
+def test_gsde_sizes_its_sigma_by_the_last_hidden_layer_or_the_observation_without_one():
+    deep = PPOConfig(use_sde=True, hidden_sizes=(8, 6, 5))
+    agent = PPO(gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-1.0, 1.0, (2,)), deep, 2, torch.device("cpu"))
+    assert agent.sde_module["log_std"].shape == (5, 2)
+    bare = PPO(
+        gym.spaces.Box(-1.0, 1.0, (3,)),
+        gym.spaces.Box(-1.0, 1.0, (2,)),
+        PPOConfig(use_sde=True, hidden_sizes=()),
+        2,
+        torch.device("cpu"),
+    )
+    assert bare.sde_module["log_std"].shape == (3, 2)
+    assert bare.explore(torch.rand(2, 3))[0].shape == (2, 2)
+
+
+def test_gsde_stochastic_acting_works_before_exploring_and_draws_matrices_for_a_batch_of_another_size():
+    agent = _sde_agent()
+    assert agent.act(torch.rand(6, 3), deterministic=False).shape == (6, 2)  # the worker's batch, before a draw
+    agent.explore(torch.rand(6, 3))
+    held = agent.noise_matrices.clone()
+    obs = torch.rand(5, 3)
+    first, second = agent.act(obs, deterministic=False), agent.act(obs, deterministic=False)
+    assert first.shape == (5, 2) and not torch.equal(first, second)  # fresh matrices for each such batch
+    assert torch.equal(agent.noise_matrices, held)  # the worker's are left alone
+    assert bool(((first >= -2.0) & (first <= 2.0)).all())
+
+
+def test_gsde_entropy_is_that_of_the_marginal_gaussian_per_row():
+    agent = _sde_agent()
+    obs = torch.rand(6, 3)
+    actions = torch.rand(6, 2)
+    logp, entropy = agent._log_prob_entropy(obs, actions)
+    with torch.no_grad():
+        mean, log_std = agent._sde_mean_log_std(obs)
+    dist = Normal(mean, log_std.exp())
+    torch.testing.assert_close(entropy.detach(), dist.entropy().sum(-1))
+    torch.testing.assert_close(logp.detach(), dist.log_prob(actions).sum(-1))
+
+
+def test_observations_are_normalised_by_the_running_statistics_only_when_asked():
+    obs = torch.tensor([[1.0, 2.0, 3.0], [3.0, 6.0, -1.0], [2.0, 4.0, 1.0], [0.0, 0.0, 0.0]])
+    plain = _box_agent()
+    assert torch.equal(plain.explore(obs)[1]["nobs"], obs)
+    normed = _box_agent(normalize_obs=True)
+    nobs = normed.explore(obs)[1]["nobs"]
+    assert torch.equal(nobs, normed.obs_rms.normalize(obs)) and not torch.allclose(nobs, obs)
+
+
+def test_learn_sets_the_annealed_learning_rate_and_splits_each_epoch_into_whole_minibatches():
+    def learn(steps: int, **hp):
+        obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(2)
+        agent = PPO(obs_space, act_space, PPOConfig(num_steps=steps, learning_rate=0.01, **hp), 1, torch.device("cpu"))
+        agent.generator.manual_seed(0)
+        buffer, sizes = agent.make_buffer(), []
+        gen = torch.Generator().manual_seed(0)
+        for t in range(steps):
+            obs = torch.rand(1, 3, generator=gen)
+            _, extras = agent.explore(obs)
+            buffer.add(
+                extras["nobs"], torch.tensor([t % 2]), extras["logprob"], extras["value"], torch.ones(1), torch.zeros(1)
+            )
+        original = agent.update
+        agent.update = lambda batch: sizes.append(len(batch["obs"])) or original(batch)  # type: ignore[method-assign]
+        return agent, agent.learn(buffer, torch.zeros(1, 3)), sizes
+
+    agent, stats, sizes = learn(4, num_minibatches=4, update_epochs=2)
+    assert sizes == [1] * 8 and agent.optimizer.param_groups[0]["lr"] == 0.01
+    assert isinstance(stats, dict) and math.isfinite(stats["loss/policy"])
+    _, _, sizes = learn(5, num_minibatches=2, update_epochs=1)
+    assert sizes == [2, 2]  # the fifth transition waits for the next epoch's permutation
+    halved, _, _ = learn(4, num_minibatches=1, update_epochs=1)
+    halved.lr_fraction = 0.5
+    buffer = halved.make_buffer()
+    for _ in range(4):
+        _, extras = halved.explore(torch.zeros(1, 3))
+        buffer.add(extras["nobs"], torch.tensor([0]), extras["logprob"], extras["value"], torch.ones(1), torch.zeros(1))
+    halved.learn(buffer, torch.zeros(1, 3))
+    assert halved.optimizer.param_groups[0]["lr"] == pytest.approx(0.005)
+
+
+def _counting(update, calls: list):
+    def counted(batch):
+        calls.append(1)
+        return update(batch)
+
+    return counted
+
+
+def test_target_kl_stops_the_epochs_once_the_last_minibatch_drifts_past_it():
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(2)
+    counts = {}
+    for target_kl in (None, 1e-4):
+        torch.manual_seed(0)
+        config = PPOConfig(num_steps=8, num_minibatches=1, update_epochs=5, learning_rate=0.01, target_kl=target_kl)
+        agent = PPO(obs_space, act_space, config, 1, torch.device("cpu"))
+        agent.generator.manual_seed(0)
+        buffer, calls = agent.make_buffer(), []
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(8):
+            actions, extras = agent.explore(torch.rand(1, 3, generator=gen))
+            buffer.add(
+                extras["nobs"],
+                actions,
+                extras["logprob"],
+                extras["value"],
+                torch.randn(1, generator=gen),
+                torch.zeros(1),
+            )
+        agent.update = _counting(agent.update, calls)  # type: ignore[method-assign]
+        stats = agent.learn(buffer, torch.zeros(1, 3))
+        assert isinstance(stats, dict)
+        counts[target_kl] = len(calls)
+    assert counts == {None: 5, 1e-4: 2}  # the first epoch starts at the rollout's policy (KL 0), the second has moved
+
+
+def test_explained_variance_is_one_minus_the_residual_variance_over_the_return_variance_and_0_for_flat_returns():
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(2)
+    for rewards, values in (([0.1, 0.3, 0.2, 0.6], [0.2, 0.2, 0.1, 0.4]), ([0.5] * 4, [0.1, 0.2, 0.3, 0.4])):
+        agent = PPO(
+            obs_space, act_space, PPOConfig(num_steps=4, num_minibatches=1, update_epochs=1), 1, torch.device("cpu")
+        )
+        buffer = agent.make_buffer()
+        for r, v in zip(rewards, values, strict=True):
+            buffer.add(
+                torch.zeros(1, 3),
+                torch.tensor([0]),
+                torch.zeros(1),
+                torch.tensor([v]),
+                torch.tensor([r]),
+                torch.ones(1),
+            )
+        stats = agent.learn(buffer, torch.zeros(1, 3))
+        returns, residual = torch.tensor(rewards), torch.tensor(rewards) - torch.tensor(values)
+        expected = 1 - float(residual.var() / returns.var()) if returns.var() > 0 else 0.0
+        assert stats["explained_variance"] == pytest.approx(expected, abs=1e-6)
+
+
+def _update_at_ratio_one(agent: PPO, advantages: torch.Tensor) -> dict:
+    n = len(advantages)
+    obs, actions = torch.zeros(n, 3), torch.zeros(n, dtype=torch.long)
+    with torch.no_grad():
+        logp, _ = agent._log_prob_entropy(obs, actions)
+    zeros = torch.zeros(n)
+    batch = {
+        "obs": obs,
+        "actions": actions,
+        "logprobs": logp,
+        "values": zeros,
+        "advantages": advantages,
+        "returns": zeros,
+    }
+    return agent.update(batch)
+
+
+def test_advantages_are_normalised_per_minibatch_only_when_asked_and_only_with_more_than_one():
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(2)
+    for norm_adv, advantages, expected in (
+        (True, torch.tensor([1.0, 3.0]), 0.0),  # normalised: mean 0, so the surrogate at ratio 1 is 0
+        (True, torch.tensor([2.5]), -2.5),  # one advantage is kept as it is
+        (False, torch.tensor([1.0, 3.0, 5.0]), -3.0),
+    ):
+        agent = PPO(obs_space, act_space, PPOConfig(norm_adv=norm_adv), 1, torch.device("cpu"))
+        stats = _update_at_ratio_one(agent, advantages)
+        assert float(stats["loss/policy"]) == pytest.approx(expected, abs=1e-5)
+
+
+def test_the_h_term_clamps_log_probabilities_at_minus_20_and_weights_returns_on_a_narrow_range():
+    obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(3)
+    agent = PPO(obs_space, act_space, PPOConfig(h_term_lambda=1.0), 1, torch.device("cpu"))
+    with torch.no_grad():
+        agent.actor[-1].weight.zero_()
+        agent.actor[-1].bias.copy_(torch.tensor([0.0, 0.0, 50.0]))  # log p(action 0) is about -50
+    batch = {
+        "obs": torch.zeros(2, 3),
+        "actions": torch.tensor([0, 0]),
+        "logprobs": torch.zeros(2),
+        "values": torch.zeros(2),
+        "advantages": torch.zeros(2),
+        "returns": torch.zeros(2),
+        "h_weight": torch.tensor([1.0, 0.5]),
+    }
+    assert float(agent.update(batch)["loss/h_term"]) == pytest.approx(-20.0 * 1.5 / 2)
+    # returns spread over less than 1: the weights are still min-max normalised over the good ones
+    config = PPOConfig(h_term_lambda=1.0, h_term_drop=0.5, num_steps=4, num_minibatches=1, update_epochs=1)
+    agent = PPO(obs_space, act_space, config, 1, torch.device("cpu"))
+    buffer, seen = agent.make_buffer(), {}
+    for reward in [0.0, 0.1, 0.2, 0.3]:
+        buffer.add(
+            torch.zeros(1, 3), torch.tensor([0]), torch.zeros(1), torch.zeros(1), torch.tensor([reward]), torch.ones(1)
+        )
+    original = agent.update
+    agent.update = lambda batch: seen.update(batch) or original(batch)  # type: ignore[method-assign]
+    agent.learn(buffer, torch.zeros(1, 3))
+    order = torch.argsort(seen["returns"])
+    assert seen["h_weight"][order].tolist() == pytest.approx([0.0, 0.0, 1 / 3, 1.0], abs=1e-5)
+
+
+def test_ppo_saves_its_modules_under_stable_names():
+    agent = _box_agent()
+    assert list(agent.modules()) == ["actor", "log_std", "critic", "obs_rms", "reward_scaler"]
+    assert list(_sde_agent().modules()) == ["actor", "log_std", "critic", "obs_rms", "reward_scaler", "sde_log_std"]
