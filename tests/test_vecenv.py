@@ -110,7 +110,7 @@ def test_functional_gymnasium_wrappers_apply_directly_to_tensors():
 
 
 def test_step_before_reset_is_an_error():
-    with pytest.raises(RuntimeError, match="before reset"):
+    with pytest.raises(RuntimeError, match=r"^CartPoleVecEnv.step\(\) called before reset\(\); call env.reset"):
         CartPoleVecEnv(num_envs=2).step(torch.zeros(2, dtype=torch.long))
 
 
