@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import gymnasium as gym
@@ -448,3 +449,103 @@ def test_a_period_indicators_and_scales_of_a_table_shape_both_envs_alike(market)
     np.testing.assert_allclose(obs[1 + 2 * S : 1 + 3 * S], macd, rtol=1e-6)  # factor 1
     np.testing.assert_allclose(obs[1 + 3 * S :], rsi * 0.01, rtol=1e-6)  # the price factor
     np.testing.assert_allclose(batched.reset(seed=0)[0][0].numpy(), obs, rtol=1e-6)
+
+
+# ----------------------------------------------------------------- the batched env's own checks
+def test_a_scripted_start_with_holdings_is_valued_at_that_days_close(market):
+    env = make_env(market)
+    day = 40
+    place(env, 2_000.0, day, {3: 40.0, 7: 10.0})
+    p, q = market.close[day], market.close[day + 1]
+    value = 2_000.0 + 40 * p[3] + 10 * p[7]
+    assert env.account_value.item() == pytest.approx(value, abs=1e-9)
+    _, reward, _, _, info = env.step(torch.zeros(1, S))
+    after = 2_000.0 + 40 * q[3] + 10 * q[7]
+    assert info["account_value"].item() == pytest.approx(after, abs=1e-9)
+    assert reward.item() == pytest.approx((after - value) * 1e-4, rel=1e-6)  # a float32 reward
+
+
+def test_set_state_checks_every_part_of_the_account(market):
+    env = make_env(market, num_envs=2)
+    T = market.num_days
+    good = {"cash": torch.full((2,), 10.0), "holdings": torch.zeros(2, S), "day": torch.tensor([0, T - 2])}
+    env.set_state(**good)
+    for part, bad in (("cash", torch.zeros(3)), ("holdings", torch.zeros(2, S - 1)), ("day", torch.zeros(1))):
+        shapes = {k: tuple(v.shape) for k, v in {**good, part: bad}.items()}
+        got = ", ".join(str(shapes[k]) for k in ("cash", "holdings", "day"))
+        with pytest.raises(ValueError, match=rf"^set_state expects cash \[2\], holdings \[2, {S}\], day \[2\]; got "):
+            env.set_state(**{**good, part: bad})
+        with pytest.raises(ValueError, match=re.escape(got)):
+            env.set_state(**{**good, part: bad})
+    for day in ([-1, 0], [0, T - 1]):
+        with pytest.raises(ValueError, match=rf"^day must be in 0\.\.{T - 2} \(a step needs a next day\)$"):
+            env.set_state(good["cash"], good["holdings"], torch.tensor(day))
+    with pytest.raises(ValueError, match=r"^cash must be non-negative$"):
+        env.set_state(torch.tensor([10.0, -0.01]), good["holdings"], good["day"])
+
+
+@pytest.mark.parametrize(
+    ("field", "bad", "fine", "match"),
+    [
+        ("initial_cash", 0.0, 0.5, r"^initial_cash must be positive, got 0.0$"),
+        ("hmax", 2.5, 1, r"^hmax \(most shares per trade per stock\) must be a positive integer, got 2.5$"),
+        ("hmax", True, 3, "hmax"),
+        ("transaction_cost", 1.0, 0.0, r"^transaction_cost is a fraction of the traded value in \[0, 1\), got 1.0$"),
+        ("transaction_cost", 1.5, 0.99, "transaction_cost"),
+        ("start_fraction", 1.5, 0.0, r"^start_fraction must be in \[0, 1\], got 1.5$"),
+        ("start_fraction", -0.1, 1.0, "start_fraction"),
+        ("cash_jitter", 1.0, 0.0, r"^cash_jitter must be in \[0, 1\), got 1.0$"),
+        ("cash_jitter", 1.5, 0.99, "cash_jitter"),
+    ],
+)
+def test_each_parameter_is_checked_at_its_bounds(market, field, bad, fine, match):
+    with pytest.raises(ValueError, match=match):
+        StockTradingVecEnv(data=market, **{field: bad})
+    StockTradingVecEnv(data=market, **{field: fine})
+
+
+def test_the_batched_env_describes_itself_and_its_defaults(market):
+    env = StockTradingVecEnv(data=market)
+    assert env.num_envs == 1 and env.validate_actions
+    assert env.single_observation_space == gym.spaces.Box(-np.inf, np.inf, (1 + 2 * S + 8 * S,), np.float32)
+    assert env.single_action_space == gym.spaces.Box(-1.0, 1.0, (S,), np.float32)
+    calm = MarketData(market.dates, market.tickers, market.close, market.indicators, market.indicator_names)
+    with pytest.raises(ValueError, match=r"^turbulence_threshold needs a 'turbulence' column in the data \(see add"):
+        StockTradingVecEnv(data=calm, turbulence_threshold=1.0)
+    assert StockTradingVecEnv(data=market, turbulence_threshold=50.0).turbulence_threshold == 50.0
+    assert StockTradingVecEnv(data=market, random_start=False).max_start_day == 0
+    trusting = make_env(market, validate_actions=False)
+    trusting.step(torch.full((1, S), float("nan")))  # not checked: the caller vouches for its actions
+
+
+def test_indicator_factors_come_from_the_table_the_overrides_or_default_to_1():
+    from podium.finance.env import _indicator_factors
+
+    names = ["macd", "boll_ub", "rsi_30", "mystery"]
+    assert _indicator_factors(names, 0.01, None).tolist() == [0.1, 0.01, 0.01, 1.0]
+    assert _indicator_factors(names, 0.5, {"mystery": 3.0, "macd": "price"}).tolist() == [0.5, 0.5, 0.01, 3.0]
+
+
+def test_random_starts_cover_every_allowed_day_from_the_first(market):
+    env = StockTradingVecEnv(num_envs=64, data=market, start_fraction=0.01)  # days 0..4
+    env.reset(seed=0)
+    assert set(env.day.tolist()) == {0, 1, 2, 3, 4}
+
+
+def test_a_sharpe_score_over_two_days_uses_the_sample_spread_and_a_flat_account_scores_0(market):
+    T = market.num_days
+    env = make_env(market, score="sharpe")
+    place(env, 1_000.0, T - 3, {3: 40.0, 7: 10.0})  # two steps to the last day
+    values = [float(env.account_value)]
+    _, first, _, _, info = env.step(torch.zeros(1, S))
+    values.append(float(info["account_value"]))
+    _, last, terminated, _, info = env.step(torch.zeros(1, S))
+    values.append(float(info["account_value"]))
+    daily = np.diff(values) / np.array(values[:-1])
+    assert first.item() == 0.0 and terminated.item()
+    assert last.item() == pytest.approx(daily.mean() / daily.std(ddof=1) * np.sqrt(252), rel=1e-5)
+    flat = make_env(market, score="sharpe")
+    place(flat, 1_000.0, T - 4)  # cash only: no daily return
+    for _ in range(3):
+        _, reward, terminated, _, _ = flat.step(torch.zeros(1, S))
+    assert terminated.item() and reward.item() == 0.0
