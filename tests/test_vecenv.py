@@ -305,6 +305,9 @@ def test_a_target_above_the_best_possible_return_is_explained():
     )
     env.best = -1.0
     assert env.unreachable(-0.5).endswith("is -1")  # no hint: the target is not positive
+    assert env.unreachable(0.0).endswith("is -1")  # (nor at 0)
+    env.best = 0.5
+    assert env.unreachable(1.0).endswith("is 0.5")  # no hint: some rewards are positive
     assert _Walk([1.0]).unreachable(1e9) is None  # no known bound
 
 
