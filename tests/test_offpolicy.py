@@ -522,3 +522,53 @@ def test_sac_gsde_log_density_is_the_squashed_gaussian_over_the_matrix_and_sigma
     agent.update(batch)
     assert not torch.equal(agent.sde_module["log_std"], sigma)  # the actor's loss reached sigma
     assert agent.unsaved_parameters() == [] and "module.sde_log_std" in agent.state_dict()
+
+
+# ----------------------------------------------------------------- found by mutation testing
+def test_off_policy_agents_save_their_modules_and_optimisers_under_stable_names():
+    names = {
+        "sac": (["actor", "critic", "critic_target", "log_alpha"], ["actor", "critic"]),
+        "td3": (["actor", "critic", "actor_target", "critic_target"], ["actor", "critic"]),
+        "dqn": (["q_net", "q_target"], ["optimizer"]),
+    }
+    for algo, (modules, optimizers) in names.items():
+        _env, agent = _agent(algo)
+        assert list(agent.modules()) == modules and list(agent.optimizers()) == optimizers
+
+
+def test_counters_start_at_zero_count_every_sub_env_and_default_to_zero_for_an_older_checkpoint():
+    _env, sac = _agent("sac", num_envs=4, learning_starts=100)
+    assert sac.env_steps == 0
+    sac.explore(torch.zeros(4, 3))
+    sac.explore(torch.zeros(4, 3))
+    assert sac.env_steps == 8  # sub-envs, not observation features (Pendulum has 3)
+    for algo, counter in (("td3", "critic_updates"), ("dqn", "updates")):
+        _env, agent = _agent(algo)
+        agent.env_steps, agent.__dict__[counter] = 7, 5
+        agent.load_extra_state({})
+        assert agent.env_steps == 0 and getattr(agent, counter) == 0
+        agent.load_extra_state({"env_steps": 3, counter: 2})
+        assert agent.env_steps == 3 and getattr(agent, counter) == 2
+
+
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_dqn_regresses_onto_its_target_with_the_chosen_loss(loss):
+    _env, agent = _agent("dqn", loss=loss, gamma=0.9)
+    gen = torch.Generator().manual_seed(0)
+    batch = {
+        "obs": torch.randn(6, 4, generator=gen),
+        "actions": torch.tensor([0, 1, 1, 0, 1, 0]),
+        "rewards": 3.0 * torch.randn(6, generator=gen),  # errors beyond Huber's delta of 1
+        "next_obs": torch.randn(6, 4, generator=gen),
+        "terminated": torch.tensor([0.0, 1.0, 0.0, 0.0, 1.0, 0.0]),
+    }
+    with torch.no_grad():
+        q = agent.q_net(batch["obs"]).gather(-1, batch["actions"][:, None]).squeeze(-1)
+        target = batch["rewards"] + 0.9 * (1 - batch["terminated"]) * agent.q_target(batch["next_obs"]).amax(-1)
+    error = q - target
+    expected = (
+        torch.where(error.abs() < 1, 0.5 * error.square(), error.abs() - 0.5) if loss == "huber" else error.square()
+    )
+    stats = agent.update(batch)
+    torch.testing.assert_close(stats["loss/td"], expected.mean())
+    torch.testing.assert_close(stats["q"], q.mean())

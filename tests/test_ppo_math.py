@@ -369,7 +369,7 @@ def test_gsde_entropy_is_that_of_the_marginal_gaussian_per_row():
 
 
 def test_observations_are_normalised_by_the_running_statistics_only_when_asked():
-    obs = torch.tensor([[1.0, 2.0, 3.0], [3.0, 6.0, -1.0], [2.0, 4.0, 1.0], [0.0, 0.0, 0.0]])
+    obs = torch.tensor([[1.0, 2.0, 3.0], [3.0, 6.0, -1.0], [2.0, 4.0, 1.0], [0.0, 0.0, 100.0]])  # 100: past any clip
     plain = _box_agent()
     assert torch.equal(plain.explore(obs)[1]["nobs"], obs)
     normed = _box_agent(normalize_obs=True)
