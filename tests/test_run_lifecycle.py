@@ -33,8 +33,9 @@ def _metric_steps(run_dir: Path) -> list[int]:
     path = run_dir / "metrics.csv"
     if not path.is_file():
         return []
-    with path.open() as f:
-        return [int(r["step"]) for r in csv.DictReader(f) if r["name"] == "charts/SPS"]
+    with path.open() as f:  # the pod may be writing it: a header or a row not yet whole is no row
+        rows = csv.DictReader(f)
+        return [int(r["step"]) for r in rows if r.get("name") == "charts/SPS" and (r.get("step") or "").isdigit()]
 
 
 def _evaluations(run_dir: Path) -> int:
