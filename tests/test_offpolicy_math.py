@@ -30,14 +30,14 @@ N_ACTIONS = 3
 
 def _sac(num_envs: int = 4, **hp) -> SAC:
     torch.manual_seed(0)
-    agent = SAC(OBS, ACT, SACConfig(hidden_sizes=(16, 16), **hp), num_envs, CPU)
+    agent = SAC(OBS, ACT, SACConfig(**{"hidden_sizes": (16, 16), **hp}), num_envs, CPU)
     agent.generator.manual_seed(0)
     return agent
 
 
 def _td3(num_envs: int = 4, **hp) -> TD3:
     torch.manual_seed(0)
-    agent = TD3(OBS, ACT, TD3Config(hidden_sizes=(16, 16), **hp), num_envs, CPU)
+    agent = TD3(OBS, ACT, TD3Config(**{"hidden_sizes": (16, 16), **hp}), num_envs, CPU)
     agent.generator.manual_seed(0)
     return agent
 
@@ -67,15 +67,20 @@ def _twin(agent) -> torch.Generator:
     return twin
 
 
-def _adam_first_step(before: nn.Module | list[torch.Tensor], after: nn.Module, loss: torch.Tensor, lr: float):
+def _adam_first_step(
+    before: nn.Module | list[torch.Tensor], after: nn.Module, loss: torch.Tensor, lr: float, only_loss: bool = False
+):
     """Assert that ``after``'s parameters are ``before``'s moved by one Adam step on ``loss`` (built from
-    ``before``'s parameters): ``-lr * g / (|g| + 1e-8)``."""
+    ``before``'s parameters): ``-lr * g / (|g| + 1e-8)``. ``only_loss``: the gradients ``after`` holds are
+    those of ``loss`` alone (no other loss reached these parameters)."""
     params = list(before.parameters()) if isinstance(before, nn.Module) else before
     grads = torch.autograd.grad(loss, params, allow_unused=True)
     for old, new, grad in zip(params, after.parameters(), grads, strict=True):
         grad = torch.zeros_like(old) if grad is None else grad
         expected = old.detach() - lr * grad / (grad.abs() + 1e-8)
         torch.testing.assert_close(new.detach(), expected, rtol=0, atol=lr * 1e-3)
+        if only_loss:
+            torch.testing.assert_close(new.grad, grad)
 
 
 def _lerp(target: nn.Module, online: nn.Module, tau: float) -> list[torch.Tensor]:
@@ -122,7 +127,7 @@ def test_sac_update_computes_the_critic_actor_and_temperature_losses_and_steps_e
     critic_loss = 0.5 * ((q[0] - target).square().mean() + (q[1] - target).square().mean())
     torch.testing.assert_close(stats["loss/critic"], critic_loss.detach())
     torch.testing.assert_close(stats["q"], q.detach().mean())
-    _adam_first_step(critic, agent.critic, critic_loss, 2e-3)
+    _adam_first_step(critic, agent.critic, critic_loss, 2e-3, only_loss=True)  # the actor's loss stops short
 
     # actor: alpha log pi - min Q of its own action, against the critics as the critic step left them
     new_actions, logp = _squashed(actor, batch["obs"], torch.randn(6, 2, generator=twin))
@@ -205,7 +210,7 @@ def test_sac_gsde_without_matrices_draws_one_for_the_batch_and_keeps_a_floor_und
     torch.testing.assert_close(logp.detach(), expected, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize(("freq", "draws"), [(1, [0, 1, 2, 3]), (0, [0]), (-1, [0])])
+@pytest.mark.parametrize(("freq", "draws"), [(1, [0, 1, 2, 3]), (2, [0, 2]), (0, [0]), (-1, [0])])
 def test_sac_gsde_redraws_every_sde_sample_freq_steps_and_zero_means_only_at_episode_ends(freq, draws):
     agent = _sac(use_sde=True, sde_sample_freq=freq, learning_starts=0)
     obs = torch.rand(4, 3)
@@ -213,6 +218,26 @@ def test_sac_gsde_redraws_every_sde_sample_freq_steps_and_zero_means_only_at_epi
         before = agent.noise_matrices.clone()
         agent.explore(obs)
         assert (not torch.equal(agent.noise_matrices, before)) == (step in draws)
+
+
+def test_sac_gsde_draws_each_sub_envs_matrix_from_n_0_sigma2_and_a_fresh_one_when_its_first_episode_ends():
+    agent = _sac(use_sde=True, learning_starts=0)
+    with torch.no_grad():
+        agent.sde_module["log_std"].copy_(torch.linspace(-1.0, 0.5, 32).reshape(16, 2))
+    sigma = agent.sde_module["log_std"].detach().exp()
+    twin = _twin(agent)
+    agent.explore(torch.rand(4, 3))
+    torch.testing.assert_close(agent.noise_matrices, sigma * torch.randn((4, 16, 2), generator=twin))
+    agent.episodes_ended(torch.tensor([False, False, True, False]))  # after a single step
+    fresh = sigma * torch.randn((4, 16, 2), generator=twin)
+    torch.testing.assert_close(agent.noise_matrices[2], fresh[2])
+
+
+def test_sac_gsde_sizes_sigma_by_the_last_hidden_layer_or_the_observation_without_one():
+    assert _sac(use_sde=True, hidden_sizes=(8, 6, 5)).sde_module["log_std"].shape == (5, 2)
+    bare = SAC(OBS, ACT, SACConfig(use_sde=True, hidden_sizes=(), learning_starts=0), 2, CPU)
+    assert bare.sde_module["log_std"].shape == (3, 2)
+    assert bare.explore(torch.rand(2, 3))[0].shape == (2, 2)
 
 
 # ----------------------------------------------------------------- TD3
@@ -238,7 +263,7 @@ def test_td3_update_regresses_both_critics_onto_a_smoothed_target_and_ascends_th
     critic_loss = (q[0] - target).square().mean() + (q[1] - target).square().mean()
     torch.testing.assert_close(stats["loss/critic"], critic_loss.detach())
     torch.testing.assert_close(stats["q"], q.detach().mean())
-    _adam_first_step(critic, agent.critic, critic_loss, 2e-3)
+    _adam_first_step(critic, agent.critic, critic_loss, 2e-3, only_loss=True)  # the actor's loss stops short
 
     actor_loss = -agent.critic(torch.cat((batch["obs"], actor(batch["obs"])), -1))[0].squeeze(-1).mean()
     torch.testing.assert_close(stats["loss/actor"], actor_loss.detach())
@@ -328,6 +353,13 @@ def test_dqn_steps_adam_with_its_learning_rate_and_counts_its_updates():
     for _ in range(3):
         agent.update(batch)
     assert agent.updates == 4
+
+
+def test_dqn_decays_epsilon_over_at_least_one_step():
+    for steps in (0, 1):
+        agent = _dqn(learning_starts=0, exploration_steps=steps, initial_eps=1.0, final_eps=0.1)
+        agent.env_steps = 1
+        assert agent.epsilon() == pytest.approx(0.1)
 
 
 def test_dqn_at_epsilon_one_draws_only_uniform_actions():
