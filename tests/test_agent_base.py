@@ -19,7 +19,8 @@ OBS = gym.spaces.Box(-1.0, 1.0, (3,))
 
 
 def test_a_non_flat_observation_space_is_refused_with_the_wrapper_that_fixes_it():
-    with pytest.raises(ValueError, match=r"ppo needs a flat Box observation space.*FlattenObservation"):
+    flatten = r"; flatten it \(gymnasium\.wrappers\.FlattenObservation\) first$"
+    with pytest.raises(ValueError, match=r"ppo needs a flat Box observation space, got .*" + flatten):
         PPO(gym.spaces.Box(-1.0, 1.0, (2, 3)), gym.spaces.Discrete(2), PPOConfig(), 2, CPU)
     with pytest.raises(ValueError, match="flat Box observation space"):
         PPO(gym.spaces.Discrete(4), gym.spaces.Discrete(2), PPOConfig(), 2, CPU)
@@ -50,6 +51,8 @@ def test_actions_scale_from_the_unit_box_to_asymmetric_bounds_and_back():
     env = agent.scale_action(unit)
     torch.testing.assert_close(env, torch.tensor([[-1.0, 0.0], [3.0, 10.0], [1.0, 7.5]]))
     torch.testing.assert_close(agent.unscale_action(env), unit)
+    wide = SAC(OBS, gym.spaces.Box(-2.0, 2.0, (2,), dtype=np.float64), SACConfig(), 2, CPU)
+    assert wide.scale_action(unit).dtype == torch.float32  # a float64 space still gets float32 actions
     dqn = DQN(OBS, gym.spaces.Discrete(5), DQNConfig(), 2, CPU)
     assert dqn.discrete and dqn.action_dim == 5 and not hasattr(dqn, "action_scale")
 
@@ -59,10 +62,31 @@ def _ppo(**hp) -> PPO:
 
 
 def test_a_checkpoint_with_modules_this_agent_lacks_is_refused_naming_them_and_the_likely_cause():
-    with pytest.raises(
-        ValueError, match=r"checkpoint has module\.sde_log_std, which this ppo agent does not have.*use_sde"
-    ):
-        _ppo(use_sde=False).load_state_dict(_ppo(use_sde=True).state_dict())
+    state = _ppo(use_sde=True).state_dict()
+    state["module.extra"] = {}
+    with pytest.raises(ValueError) as info:
+        _ppo(use_sde=False).load_state_dict(state)
+    assert info.value.args[0] == (
+        "checkpoint has module.extra, module.sde_log_std, which this ppo agent does not have: it was trained with "
+        "other options (e.g. use_sde); load it with the hyperparameters it was trained with"
+    )
+
+
+def test_a_checkpoint_from_before_a_module_was_saved_warns_at_the_callers_line_and_loads_everything_else():
+    old = _ppo(use_sde=False)
+    with torch.no_grad():
+        old.log_std.fill_(-1.0)
+    state = old.state_dict()
+    del state["module.log_std"]  # a checkpoint from before log_std was saved (PPO's added_modules)
+    new = _ppo(use_sde=False)
+    predates = r"this checkpoint predates ppo's saved 'log_std'; .* \(init_log_std\)"
+    with pytest.warns(UserWarning, match=predates) as rec:
+        new.load_state_dict(state)
+    assert rec[0].filename == __file__  # stacklevel: the line that loaded the checkpoint
+    assert not torch.equal(new.log_std.detach(), old.log_std.detach())  # kept its initial value
+    for name in ("actor", "critic", "obs_rms"):  # the modules after it still load
+        pairs = zip(new.modules()[name].state_dict().values(), old.modules()[name].state_dict().values(), strict=True)
+        assert all(torch.equal(a, b) for a, b in pairs), name
 
 
 def test_a_checkpoint_missing_a_part_or_with_a_part_that_does_not_fit_is_refused_by_name():
@@ -122,4 +146,8 @@ def test_the_registry_lists_every_builtin_finds_names_in_any_case_and_suggests_c
         get_algo("sacc")
     with pytest.raises(KeyError) as info:
         get_algo("zzzz")
-    assert "Did you mean" not in str(info.value) and "Available: d3qn, ddpg, dqn, ppo, sac, td3" in str(info.value)
+    assert info.value.args[0] == "unknown algorithm 'zzzz'. Available: d3qn, ddpg, dqn, ppo, sac, td3"
+    with pytest.raises(KeyError, match=r"Did you mean 'dqn', 'd3qn', 'ddpg'\? "):  # up to three, from 0.5 alike
+        get_algo("ddqn")
+    with pytest.raises(KeyError, match=r"Did you mean 'd3qn', 'td3', 'dqn'\? "):
+        get_algo("dd3q")

@@ -144,7 +144,9 @@ def test_a_state_the_modules_do_not_hold_is_refused_when_saving():
 
     agent = Leaky(env.single_observation_space, env.single_action_space, cls.Config(), 2, CPU)
     assert agent.unsaved_parameters() == ["optimizer[1][0] (3,)"]
-    with pytest.raises(RuntimeError, match=r"optimizer\[1\]\[0\] \(3,\).*modules\(\)"):
+    agent.optimizer.add_param_group({"params": [nn.Parameter(torch.zeros(2, 1))]})
+    strays = r": optimizer\[1\]\[0\] \(3,\), optimizer\[2\]\[0\] \(2, 1\); put them in a module listed by modules\(\)$"
+    with pytest.raises(RuntimeError, match=strays):
         agent.state_dict()
 
 

@@ -68,6 +68,7 @@ def test_the_ensemble_equals_separate_mlps_with_the_same_weights_on_shared_or_se
             layer.weight[0], layer.weight[1]
         )
     assert [tuple(layer.bias.shape) for layer in ensemble.layers] == [(3, 1, 8), (3, 1, 6), (3, 1, 2)]
+    assert isinstance(EnsembleMLP(2, 4, (8,), 1).act, nn.ReLU)  # ReLU by default
 
 
 def test_adam_uses_the_fused_kernel_on_cpu_and_the_given_rate_and_epsilon():

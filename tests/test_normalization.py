@@ -60,6 +60,7 @@ def test_rewards_are_scaled_by_the_running_std_of_each_sub_envs_discounted_retur
         np.testing.assert_allclose(scaled[-1].numpy(), reward.numpy() / std, rtol=1e-5)
         ret = np.where(done.numpy(), 0.0, ret)  # a finished episode's return restarts from 0
     assert returns == [1.0, 2.0, 1.5, 3.0, 4.0, 3.5]
+    assert scaler.ret.dtype == torch.float64  # returns accumulate in double precision, as the statistics do
     assert "ret" not in scaler.state_dict() and "stats.var" in scaler.state_dict()
 
 
