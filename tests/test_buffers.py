@@ -1,5 +1,6 @@
 """The replay buffer's ring: writes that wrap past the end, oldest-first ``state_dict``, sampling only what was
-written — by example and, for random sequences of batch sizes, against a plain list (hypothesis)."""
+written — by example and, for random sequences of batch sizes, against a plain list (hypothesis). The H-term's
+good-episode memory: returns-to-go by hand, the drop quantile, segments, the ring, sample weights."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podium.algos.buffers import ReplayBuffer
+from podium.algos.buffers import GoodEpisodes, ReplayBuffer
 
 CPU = torch.device("cpu")
 
@@ -109,3 +110,62 @@ def test_the_ring_holds_the_newest_transitions_in_order_for_any_batch_sizes(capa
             fresh = ReplayBuffer(capacity, 2, (), torch.long, CPU)
             fresh.load_state_dict(buffer.state_dict())
             buffer = fresh
+
+
+# ----------------------------------------------------------------- GoodEpisodes (the off-policy H-term's memory)
+def _good(num_envs: int = 3, max_len: int = 6, capacity: int = 100, gamma: float = 0.5, drop: float = 0.0):
+    return GoodEpisodes(num_envs, max_len, capacity, 1, (), torch.long, gamma, drop, CPU)
+
+
+def _hand_return_to_go(rewards: list[float], gamma: float) -> list[float]:
+    return [sum(gamma**k * r for k, r in enumerate(rewards[t:])) for t in range(len(rewards))]
+
+
+def test_good_episodes_score_each_step_by_its_discounted_return_to_go_as_each_sub_env_ends():
+    good = _good()
+    # three sub-envs whose episodes end after 2, 3 and 4 steps; obs and actions number the steps
+    ends = {0: 2, 1: 3, 2: 4}
+    rewards = {0: [1.0, 2.0], 1: [0.0, 4.0, 8.0], 2: [1.0, 1.0, 1.0, 1.0]}
+    for t in range(4):
+        obs = torch.tensor([[10.0 * e + t] for e in range(3)])
+        reward = torch.tensor([rewards[e][t] if t < ends[e] else 0.0 for e in range(3)])
+        done = torch.tensor([t + 1 == ends[e] for e in range(3)])
+        good.add(obs, (obs[:, 0]).long(), reward, done)
+    assert good.size == 2 + 3 + 4 and good.episodes == 3
+    held = {int(o): float(g) for o, g in zip(good.obs[: good.size, 0], good.return_to_go[: good.size], strict=True)}
+    expected = {10 * e + t: g for e in range(3) for t, g in enumerate(_hand_return_to_go(rewards[e], 0.5))}
+    assert held == pytest.approx(expected)
+    assert torch.equal(good.actions[: good.size], good.obs[: good.size, 0].long())
+    assert good.length.tolist() == [2, 1, 0]  # sub-envs 0 and 1 started new episodes (not ended yet)
+
+
+def test_good_episodes_keep_only_episodes_at_or_above_the_drop_quantile_of_recent_returns():
+    good = _good(num_envs=1, max_len=4, drop=0.5)
+    for total in (1.0, 5.0, 2.0, 0.5, 9.0):  # one-step episodes
+        good.add(torch.tensor([[total]]), torch.tensor([0]), torch.tensor([total]), torch.tensor([True]))
+    # kept: 1 (its own median), 5 (median of 1, 5: 3), 2 (median of 1, 5, 2: 2), 9; not 0.5 (median 1.5)
+    assert sorted(good.obs[: good.size, 0].tolist()) == [1.0, 2.0, 5.0, 9.0]
+
+
+def test_good_episodes_cut_a_long_episode_into_segments_and_wrap_the_ring():
+    good = _good(num_envs=1, max_len=3, capacity=4, gamma=1.0)
+    for t in range(7):  # one long episode: segments [0, 1, 2], [3, 4, 5] are scored; step 6 is staged
+        good.add(torch.tensor([[float(t)]]), torch.tensor([t]), torch.tensor([1.0]), torch.tensor([False]))
+    assert good.episodes == 2 and good.size == 4 and int(good.length[0]) == 1
+    # the ring holds the last four written: steps 2, 3, 4, 5, each with its return-to-go within its segment
+    held = sorted(zip(good.obs[:, 0].tolist(), good.return_to_go.tolist(), strict=True))
+    assert held == [(2.0, 1.0), (3.0, 3.0), (4.0, 2.0), (5.0, 1.0)]
+
+
+def test_good_episode_samples_weigh_the_return_to_go_from_0_to_1_and_an_empty_memory_cannot_be_sampled():
+    good = _good(num_envs=1, max_len=8, gamma=1.0)
+    with pytest.raises(RuntimeError, match="no good episode has ended yet"):
+        good.sample(4)
+    for t, r in enumerate([1.0, 2.0, 3.0]):
+        good.add(torch.tensor([[float(t)]]), torch.tensor([t]), torch.tensor([r]), torch.tensor([t == 2]))
+    batch = good.sample(64, torch.Generator().manual_seed(0))
+    # returns-to-go 6, 5, 3 -> weights 1, 2/3, 0
+    weight_of = {0.0: 1.0, 1.0: 2 / 3, 2.0: 0.0}
+    assert set(batch) == {"obs", "actions", "weight"}
+    assert batch["weight"].tolist() == pytest.approx([weight_of[o] for o in batch["obs"][:, 0].tolist()])
+    assert set(batch["obs"][:, 0].tolist()) == {0.0, 1.0, 2.0}

@@ -450,3 +450,81 @@ def test_networks_use_pytorchs_default_init_the_chosen_activation_and_frozen_tar
         for name, module in agent.modules().items():
             if "target" in name:
                 assert not any(p.requires_grad for p in module.parameters())
+
+
+# ----------------------------------------------------------------- the off-policy H-term
+def test_sac_scores_given_actions_with_the_log_density_its_sampler_reports():
+    for sde in (False, True):
+        agent = _sac(use_sde=sde)
+        obs = torch.randn(6, 3)
+        actions, logp = agent._sample(obs)
+        torch.testing.assert_close(agent.action_log_prob(obs, actions.detach()), logp.detach(), rtol=1e-4, atol=1e-3)
+
+
+def test_td3_scores_actions_by_a_gaussian_around_its_actor_with_the_exploration_scale():
+    for noise, sigma in ((0.3, 0.3), (0.0, 0.1)):
+        agent = _td3(exploration_noise=noise)
+        obs, actions = torch.randn(5, 3), torch.rand(5, 2) * 2 - 1
+        expected = Normal(agent.actor(obs), sigma).log_prob(actions).sum(-1)
+        torch.testing.assert_close(agent.action_log_prob(obs, actions), expected)
+
+
+def _with_good(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(2)
+    return {
+        **batch,
+        "h_obs": torch.randn(6, 3, generator=g),
+        "h_actions": torch.rand(6, 2, generator=g) * 1.8 - 0.9,
+        "h_weight": torch.tensor([1.0, 0.5, 0.0, 0.25, 1.0, 0.75]),
+    }
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_the_h_term_pulls_the_actor_towards_good_actions_by_their_weight_and_is_reported(algo):
+    agent = (
+        _sac(h_term_lambda=0.5, init_alpha=0.5, actor_lr=1e-3)
+        if algo == "sac"
+        else _td3(h_term_lambda=0.5, policy_delay=1, actor_lr=1e-3)
+    )
+    batch = _with_good(_batch())
+    actor = copy.deepcopy(agent.actor)
+    twin = _twin(agent)
+    stats = agent.update(batch)
+    if algo == "sac":
+        torch.randn(6, 2, generator=twin)  # (the Bellman target's draw)
+        new_actions, logp = _squashed(actor, batch["obs"], torch.randn(6, 2, generator=twin))
+        q_new = agent.critic(torch.cat((batch["obs"], new_actions), -1)).squeeze(-1)
+        base = (0.5 * logp - torch.minimum(q_new[0], q_new[1])).mean()
+        mean, log_std = actor(batch["h_obs"]).chunk(2, -1)
+        u = torch.atanh(batch["h_actions"])
+        h_logp = (Normal(mean, log_std.clamp(-5, 2).exp()).log_prob(u) + 2 * _log_cosh(u)).sum(-1)
+    else:
+        base = -agent.critic(torch.cat((batch["obs"], actor(batch["obs"])), -1))[0].squeeze(-1).mean()
+        h_logp = Normal(actor(batch["h_obs"]), 0.1).log_prob(batch["h_actions"]).sum(-1)
+    h_term = (batch["h_weight"] * h_logp.clamp_min(-20)).mean()
+    torch.testing.assert_close(stats["loss/h_term"], h_term.detach(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(stats["loss/actor"], (base - 0.5 * h_term).detach(), rtol=1e-4, atol=1e-4)
+    _adam_first_step(actor, agent.actor, base - 0.5 * h_term, 1e-3)
+
+
+def test_with_the_h_term_the_replay_buffer_keeps_good_episodes_and_learning_uses_them():
+    agent = _sac(num_envs=2, h_term_lambda=0.1, learning_starts=4, batch_size=8, h_term_segment=5)
+    buffer = agent.make_buffer()
+    assert buffer.good is not None and buffer.good.max_len == 5 and buffer.good.capacity == 50_000
+    assert _sac().make_buffer().good is None  # off by default
+    no = torch.zeros(2, dtype=torch.bool)
+    obs = torch.rand(2, 3)
+    for _ in range(4):
+        actions, extras = agent.explore(obs)
+        agent.record(buffer, obs, actions, extras, torch.ones(2), obs, no, no, obs)
+    assert buffer.good.size == 0
+    assert agent.learn(buffer, obs)["loss/h_term"] == 0.0  # no good episode yet: the term is 0
+    actions, extras = agent.explore(obs)
+    agent.record(buffer, obs, actions, extras, torch.ones(2), obs, torch.tensor([True, False]), no, obs)
+    assert buffer.good.size == 5 + 5  # sub-env 0's episode ended; sub-env 1's 5-step segment was cut
+    assert agent.learn(buffer, obs)["loss/h_term"] != 0.0
+
+
+def test_dqn_refuses_the_h_term_naming_the_algorithms_that_have_it():
+    with pytest.raises(ValueError, match=r"h_term_lambda: DQN has no action likelihood.*ppo, sac, td3 and ddpg"):
+        DQNConfig(h_term_lambda=0.1)

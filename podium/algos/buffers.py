@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["ReplayBuffer", "RolloutBuffer"]
+__all__ = ["GoodEpisodes", "ReplayBuffer", "RolloutBuffer"]
 
 
 class RolloutBuffer:
@@ -109,6 +109,9 @@ class ReplayBuffer:
         self.rewards = torch.zeros(capacity, device=device)
         self.terminated = torch.zeros(capacity, device=device)
         self.pos, self.size = 0, 0
+        self.good: GoodEpisodes | None = None
+        """The H-term's episodes (set by an agent whose ``h_term_lambda`` is positive; not checkpointed: it
+        refills within a few episodes of a resume)."""
 
     def add(
         self,
@@ -160,3 +163,103 @@ class ReplayBuffer:
             "next_obs": self.next_obs[idx],
             "terminated": self.terminated[idx],
         }
+
+
+class GoodEpisodes:
+    """The off-policy H-term's memory: the transitions of recent *good* episodes, each with its discounted
+    return-to-go (what a replay buffer of single transitions cannot know).
+
+    Every sub-env's current episode is staged, at most ``max_len`` steps of it (a longer episode is cut into
+    segments of ``max_len`` steps, each scored on its own). When a sub-env's episode or segment ends, the
+    return-to-go of each of its steps, ``G_t = sum_{k >= t} gamma^(k - t) r_k``, comes from one matrix
+    product with a ``[max_len, max_len]`` discount table, for all the sub-envs that ended together. The
+    episode is kept when its (undiscounted) return is at or above the ``drop`` quantile of the last
+    ``history`` returns, its own included; its transitions then enter a ring of ``capacity`` transitions.
+
+    Args:
+        num_envs: sub-envs recorded at each step.
+        max_len: longest stretch of one episode scored at once (memory: ``num_envs * max_len`` staged steps).
+        capacity: good transitions kept (the oldest are overwritten).
+        obs_dim, action_shape, action_dtype: as the replay buffer's.
+        gamma: discount of the return-to-go.
+        drop: fraction of recent episodes, the lowest by return, whose transitions are not kept.
+        device: where everything lives.
+        history: recent episode returns the ``drop`` quantile is taken over.
+    """
+
+    def __init__(
+        self,
+        num_envs: int,
+        max_len: int,
+        capacity: int,
+        obs_dim: int,
+        action_shape: tuple[int, ...],
+        action_dtype: torch.dtype,
+        gamma: float,
+        drop: float,
+        device: torch.device,
+        history: int = 100,
+    ) -> None:
+        self.max_len, self.capacity, self.drop, self.device = max_len, capacity, drop, device
+        n, m = num_envs, max_len
+        self.stage_obs = torch.zeros(n, m, obs_dim, device=device)
+        self.stage_actions = torch.zeros(n, m, *action_shape, dtype=action_dtype, device=device)
+        self.stage_rewards = torch.zeros(n, m, device=device)
+        self.length = torch.zeros(n, dtype=torch.long, device=device)
+        steps = torch.arange(m, device=device)
+        lag = steps[:, None] - steps[None, :]  # [k, t]: k - t
+        self.discount = torch.where(lag >= 0, gamma ** lag.clamp_min(0).float(), 0.0)  # G = rewards @ discount
+        self.returns = torch.zeros(history, device=device)  # recent episode returns (a ring)
+        self.episodes = 0
+        self.obs = torch.zeros(capacity, obs_dim, device=device)
+        self.actions = torch.zeros(capacity, *action_shape, dtype=action_dtype, device=device)
+        self.return_to_go = torch.zeros(capacity, device=device)
+        self.pos, self.size = 0, 0
+
+    @torch.no_grad()
+    def add(self, obs: torch.Tensor, actions: torch.Tensor, reward: torch.Tensor, done: torch.Tensor) -> None:
+        """Stage one step of every sub-env (``obs [N, obs_dim]``, ``actions [N, ...]``, ``reward [N]``,
+        ``done [N]``: its episode ended at this step) and score the episodes that ended."""
+        rows = torch.arange(obs.shape[0], device=self.device)
+        self.stage_obs[rows, self.length] = obs
+        self.stage_actions[rows, self.length] = actions
+        self.stage_rewards[rows, self.length] = reward
+        self.length += 1
+        ended = done | (self.length == self.max_len)
+        if bool(ended.any()):  # one host sync per step; the scoring itself runs only when something ended
+            self._score(ended.nonzero().squeeze(1))
+
+    def _score(self, envs: torch.Tensor) -> None:
+        length = self.length[envs]  # [E]
+        valid = torch.arange(self.max_len, device=self.device) < length[:, None]  # [E, M]
+        rewards = self.stage_rewards[envs] * valid
+        return_to_go = rewards @ self.discount  # [E, M]
+        totals = rewards.sum(1)
+        slots = (torch.arange(len(envs), device=self.device) + self.episodes) % self.returns.shape[0]
+        self.returns[slots] = totals
+        self.episodes += len(envs)
+        recent = self.returns[: min(self.episodes, self.returns.shape[0])]
+        floor = torch.quantile(recent, self.drop) if self.drop > 0 else recent.min()
+        keep = valid & (totals >= floor)[:, None]  # [E, M]
+        self._write(self.stage_obs[envs][keep], self.stage_actions[envs][keep], return_to_go[keep])
+        self.length[envs] = 0
+
+    def _write(self, obs: torch.Tensor, actions: torch.Tensor, return_to_go: torch.Tensor) -> None:
+        n = min(obs.shape[0], self.capacity)
+        if n == 0:
+            return
+        idx = (torch.arange(n, device=self.device) + self.pos) % self.capacity
+        self.obs[idx], self.actions[idx], self.return_to_go[idx] = obs[-n:], actions[-n:], return_to_go[-n:]
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+        """A uniform batch of good transitions: ``obs``, ``actions`` and ``weight [B]``, the return-to-go
+        min-max-normalised to ``[0, 1]`` over the good transitions held (the best weighs 1)."""
+        if self.size == 0:
+            raise RuntimeError("no good episode has ended yet; check .size before sampling")
+        idx = torch.randint(0, self.size, (batch_size,), device=self.device, generator=generator)
+        held = self.return_to_go[: self.size]
+        low, high = held.min(), held.max()
+        weight = (self.return_to_go[idx] - low) / (high - low).clamp_min(1e-8)
+        return {"obs": self.obs[idx], "actions": self.actions[idx], "weight": weight}

@@ -24,7 +24,7 @@ from typing import ClassVar, Literal
 
 import gymnasium as gym
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from podium.algos.base import AgentConfig, register_algo
@@ -70,6 +70,15 @@ class DQNConfig(OffPolicyConfig):
     """Hidden layer widths of the Q-network."""
     activation: str = "relu"
     """Hidden activation (tanh, relu, elu, silu)."""
+
+    @model_validator(mode="after")
+    def _no_h_term(self) -> DQNConfig:
+        if self.h_term_lambda > 0:
+            raise ValueError(
+                "h_term_lambda: DQN has no action likelihood for the H-term to raise; it is an option of "
+                "ppo, sac, td3 and ddpg (leave h_term_lambda at 0 for dqn and d3qn)"
+            )
+        return self
 
 
 class QNetwork(nn.Module):

@@ -6,6 +6,16 @@ transitions with the *true* next observation (``final_obs`` where an episode jus
 only real terminations, so truncated episodes are bootstrapped; a learning phase is
 ``gradient_steps`` calls of :meth:`~podium.algos.base.Agent.update` on uniform replay batches.
 Subclasses (SAC, TD3/DDPG, DQN) write the networks and the loss.
+
+Optional **H-term** (``h_term_lambda > 0``; SAC, TD3, DDPG), the replay-based counterpart of PPO's: the
+buffer also keeps the transitions of the recent episodes whose return is above the ``h_term_drop``
+quantile, each with its discounted return-to-go (:class:`~podium.algos.buffers.GoodEpisodes`), and every
+update adds a batch of them to the replay batch (``h_obs``, ``h_actions``, ``h_weight``: the return-to-go
+min-max-normalised to ``[0, 1]``). The actor's loss then subtracts
+``h_term_lambda * mean(h_weight * clamp(log pi(h_action | h_obs), min=-20))``
+(:meth:`OffPolicyAgent.h_term`): the policy is pulled towards the actions of its best recent episodes, the
+better the step, the harder. ElegantRL computed the same kind of reward-weighted likelihood over stored
+whole episodes; here the episodes are scored as they end, with no pass over the replay buffer.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ import torch
 from pydantic import Field
 
 from podium.algos.base import Agent, AgentConfig
-from podium.algos.buffers import ReplayBuffer
+from podium.algos.buffers import GoodEpisodes, ReplayBuffer
 
 __all__ = ["OffPolicyAgent", "OffPolicyConfig"]
 
@@ -37,6 +47,15 @@ class OffPolicyConfig(AgentConfig):
     """Gradient steps per learning phase (update-to-data ratio ``gradient_steps / (train_freq * num_envs)``)."""
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
+    h_term_lambda: float = Field(default=0.0, ge=0)
+    """Weight of the H-term in the actor's loss (module docstring); 0 (default) turns it off."""
+    h_term_drop: float = Field(default=0.25, ge=0, lt=1)
+    """H-term: fraction of the last 100 episodes, the lowest by return, whose transitions it ignores."""
+    h_term_segment: int = Field(default=256, gt=1)
+    """H-term: longest stretch of one episode scored at once (steps; a longer episode is cut into pieces,
+    each with its own return-to-go); memory is ``num_envs * h_term_segment`` staged transitions."""
+    h_term_capacity: int = Field(default=50_000, gt=0)
+    """H-term: transitions of good episodes kept (the oldest are overwritten)."""
 
 
 class OffPolicyAgent(Agent):
@@ -74,14 +93,33 @@ class OffPolicyAgent(Agent):
         """Extra scalars to log after a learning phase (e.g. epsilon)."""
         return {}
 
+    def action_log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``log pi(actions | obs)`` ``[B]`` of policy-unit ``actions [B, A]`` (the H-term's likelihood)."""
+        raise NotImplementedError(f"{self.name} has no action likelihood, so no H-term")
+
+    def h_term(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The H-term's objective on ``batch``: ``mean(h_weight * clamp(log pi(h_actions | h_obs), min=-20))``,
+        or 0 when the batch carries no good transitions (H-term off, or no good episode ended yet)."""
+        if "h_obs" not in batch:
+            return torch.zeros((), device=self.device)
+        log_prob = self.action_log_prob(batch["h_obs"], batch["h_actions"]).clamp_min(-20.0)
+        return (batch["h_weight"] * log_prob).mean()
+
     # ----------------------------------------------------------------- worker side
     @property
     def rollout_steps(self) -> int:
         return self.config.train_freq
 
     def make_buffer(self) -> ReplayBuffer:
+        c = self.config
         shape, dtype = ((), torch.long) if self.discrete else ((self.action_dim,), torch.float32)
-        return ReplayBuffer(self.config.buffer_size, self.obs_dim, shape, dtype, self.device)
+        buffer = ReplayBuffer(c.buffer_size, self.obs_dim, shape, dtype, self.device)
+        if c.h_term_lambda > 0:
+            buffer.good = GoodEpisodes(
+                self.num_envs, c.h_term_segment, c.h_term_capacity, self.obs_dim, shape, dtype, c.gamma,
+                c.h_term_drop, self.device,
+            )  # fmt: skip
+        return buffer
 
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -111,6 +149,8 @@ class OffPolicyAgent(Agent):
         done = terminated | truncated
         true_next = torch.where(done[:, None], final_obs, next_obs)
         buffer.add(obs, extras["policy_actions"], reward, true_next, terminated)
+        if buffer.good is not None:
+            buffer.good.add(obs, extras["policy_actions"], reward, done)
         self.episodes_ended(done)
 
     # ----------------------------------------------------------------- learner side
@@ -118,10 +158,18 @@ class OffPolicyAgent(Agent):
         c = self.config
         if buffer.size < max(c.learning_starts, 1):
             return {}
-        stats = [self.update(buffer.sample(c.batch_size, self.generator)) for _ in range(c.gradient_steps)]
+        stats = [self.update(self._batch(buffer)) for _ in range(c.gradient_steps)]
         keys = stats[0].keys()
         means = torch.stack([torch.stack([s[k] for s in stats]).mean() for k in keys]).tolist()  # one host sync
         return {**dict(zip(keys, means, strict=True)), **self.learn_stats()}
+
+    def _batch(self, buffer: ReplayBuffer) -> dict[str, torch.Tensor]:
+        """A uniform replay batch and, with the H-term on, as many good transitions (``h_*`` keys)."""
+        batch = buffer.sample(self.config.batch_size, self.generator)
+        if buffer.good is not None and buffer.good.size > 0:
+            good = buffer.good.sample(self.config.batch_size, self.generator)
+            batch.update({f"h_{k}": v for k, v in good.items()})
+        return batch
 
     # ----------------------------------------------------------------- persistence
     def extra_state(self) -> dict[str, Any]:

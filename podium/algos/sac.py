@@ -146,6 +146,19 @@ class SAC(OffPolicyAgent):
         noise = torch.randn(mean.shape, device=mean.device, generator=self.generator)
         return squashed_gaussian(mean, log_std, noise)
 
+    def action_log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``log pi(actions | obs)`` ``[B]`` of given ``[-1, 1]`` actions ``[B, A]`` (the H-term's likelihood;
+        with gSDE, that of the Gaussian over the noise matrix)."""
+        u = torch.atanh(actions.clamp(-1.0 + 1e-6, 1.0 - 1e-6))
+        if self.use_sde:
+            latent = self.actor[:-1](obs)
+            mean, latent = self.actor[-1](latent), latent.detach()
+            log_std = 0.5 * (latent.square() @ self.sde_module["log_std"].exp().square() + 1e-6).log()
+        else:
+            mean, log_std = self.actor(obs).chunk(2, dim=-1)
+            log_std = log_std.clamp(self.config.log_std_min, self.config.log_std_max)
+        return squashed_gaussian(mean, log_std, (u - mean) / log_std.exp())[1]
+
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
         if deterministic:
@@ -196,7 +209,8 @@ class SAC(OffPolicyAgent):
         # actor: maximise min-Q of its own (reparameterised) action plus alpha * entropy
         new_actions, logp = self._sample(obs)
         q_new = self.critic(torch.cat((obs, new_actions), -1)).squeeze(-1).amin(0)
-        actor_loss = (alpha * logp - q_new).mean()
+        h_term = self.h_term(batch)  # 0 unless h_term_lambda > 0: the best recent episodes' actions, weighted
+        actor_loss = (alpha * logp - q_new).mean() - self.config.h_term_lambda * h_term
         # temperature: raise alpha when the entropy is below target, lower it when above
         alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
         self.actor_optimizer.zero_grad(set_to_none=True)
@@ -210,6 +224,7 @@ class SAC(OffPolicyAgent):
             "alpha": alpha,
             "entropy": -logp.detach().mean(),
             "q": q.detach().mean(),
+            **({"loss/h_term": h_term.detach()} if self.config.h_term_lambda > 0 else {}),
         }
 
     # ----------------------------------------------------------------- persistence

@@ -109,6 +109,7 @@ class TD3(OffPolicyAgent):
         self.critic_optimizer = adam(self.critic.parameters(), c.critic_lr, device)
         self.critic_updates = 0  # the actor moves when this reaches a multiple of policy_delay
         self.last_actor_loss = torch.zeros((), device=device)
+        self.last_h_term = torch.zeros((), device=device)
         self.ou_noise = torch.zeros(num_envs, self.action_dim, device=device)  # one OU process per sub-env
 
     # ----------------------------------------------------------------- policy
@@ -125,6 +126,13 @@ class TD3(OffPolicyAgent):
         if clip is not None:
             noise = noise.clamp(-clip, clip)
         return (unit + noise).clamp(-1.0, 1.0)
+
+    def action_log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``log N(actions; mu(s), sigma^2)`` ``[B]``, with ``sigma`` the exploration noise's scale (0.1 if it
+        is 0): the likelihood of ``[-1, 1]`` actions ``[B, A]`` under the exploring policy, so the H-term is a
+        return-weighted regression of the actor towards good actions."""
+        sigma = self.config.exploration_noise or 0.1
+        return torch.distributions.Normal(self.actor(obs), sigma).log_prob(actions).sum(-1)
 
     # ----------------------------------------------------------------- worker side
     def exploration_actions(self, obs: torch.Tensor) -> torch.Tensor:
@@ -162,14 +170,16 @@ class TD3(OffPolicyAgent):
         self.critic_updates += 1
         # actor (delayed): ascend the first critic's Q of the actor's action; then move the targets
         if self.critic_updates % c.policy_delay == 0:
-            actor_loss = -self.critic(torch.cat((obs, self.actor(obs)), -1))[0].mean()
+            h_term = self.h_term(batch)  # 0 unless h_term_lambda > 0 (OffPolicyAgent.h_term)
+            actor_loss = -self.critic(torch.cat((obs, self.actor(obs)), -1))[0].mean() - c.h_term_lambda * h_term
             self.actor_optimizer.zero_grad(set_to_none=True)
             actor_loss.backward(inputs=list(self.actor.parameters()))  # no gradient into the critics
             self.actor_optimizer.step()
-            self.last_actor_loss = actor_loss.detach()
+            self.last_actor_loss, self.last_h_term = actor_loss.detach(), h_term.detach()
             polyak_update(self.critic_target, self.critic, c.tau)
             polyak_update(self.actor_target, self.actor, c.tau)
-        return {"loss/critic": critic_loss.detach(), "loss/actor": self.last_actor_loss, "q": q.detach().mean()}
+        stats = {"loss/critic": critic_loss.detach(), "loss/actor": self.last_actor_loss, "q": q.detach().mean()}
+        return {**stats, "loss/h_term": self.last_h_term} if c.h_term_lambda > 0 else stats
 
     # ----------------------------------------------------------------- persistence
     def modules(self) -> dict[str, nn.Module]:
