@@ -193,6 +193,21 @@ def test_many_compiled_envs_in_one_process_do_not_exhaust_the_compile_cache():
         assert obs.shape == (n, 4)
 
 
+def test_each_env_class_size_dtype_and_time_limit_gets_its_own_torch_compile_entry():
+    pytest.importorskip("torch._inductor")
+
+    class Other(CartPoleVecEnv):
+        pass
+
+    def step_fn(cls=CartPoleVecEnv, **kwargs):
+        return cls(compile=True, **{"num_envs": 3, **kwargs})._advance.func  # compiled on its first call: not yet
+
+    first = step_fn()
+    assert step_fn() is first  # the same combination shares one
+    others = [step_fn(Other), step_fn(num_envs=4), step_fn(dtype=torch.float64), step_fn(max_episode_steps=7)]
+    assert len({id(f) for f in [first, *others]}) == 5
+
+
 def test_set_state_checks_its_shape():
     env = CartPoleVecEnv(num_envs=3)
     env.reset(seed=0)
@@ -308,6 +323,7 @@ def test_a_target_above_the_best_possible_return_is_explained():
     assert env.unreachable(0.0).endswith("is -1")  # (nor at 0)
     env.best = 0.5
     assert env.unreachable(1.0).endswith("is 0.5")  # no hint: some rewards are positive
+    assert env.unreachable(2.0).endswith("is 0.5")  # (whatever the target)
     assert _Walk([1.0]).unreachable(1e9) is None  # no known bound
 
 
@@ -354,6 +370,10 @@ def test_box_actions_are_checked_converted_and_moved_to_the_env():
         wide.step(torch.zeros(3))  # one number per sub-env is not enough for two
     with pytest.raises(ValueError, match=r"\(sub-envs \[0, 2\]\)"):
         wide.step(torch.tensor([[float("nan"), 0.0], [0.0, 0.0], [0.0, -float("inf")]]))
+    many = _Walk([10.0] * 7)
+    many.reset(seed=0)
+    with pytest.raises(ValueError, match=r"\(sub-envs \[0, 1, 2, 3, 4\]\); refusing"):  # the first five
+        many.step(torch.full((7, 1), float("nan")))
     trusting = _Walk([10.0], validate_actions=False)
     trusting.reset(seed=0)
     trusting.step(torch.tensor([[float("nan")]]))  # not checked: actions valid by construction
@@ -375,10 +395,21 @@ def test_discrete_actions_may_come_as_a_column_and_the_range_check_can_be_turned
     trusting.step(torch.tensor([0, 1, 1]))
 
 
-def test_episodes_that_end_at_different_steps_report_their_own_statistics_and_restart():
+class _CpuPosingAsAccelerator(str):
+    """A device that torch reads as ``"cpu"`` but whose ``type`` is not: set as ``env.device`` after construction,
+    it makes a TensorVecEnv take its accelerator auto-reset (branch-free, ``torch.where``) on the CPU, so that a
+    CPU-only run checks that path too."""
+
+    type = "cuda"
+
+
+@pytest.mark.parametrize("auto_reset", ["index", "branch-free"])
+def test_episodes_that_end_at_different_steps_report_their_own_statistics_and_restart(auto_reset):
     """Goals 1, 3 and 100 at one unit a step, time limit 4: sub-env 0 terminates every step, sub-env 1 at
-    step 3, sub-env 2 is truncated at step 4."""
+    step 3, sub-env 2 is truncated at step 4. Both auto-resets: the CPU's and the accelerators'."""
     env = _Walk([1.0, 3.0, 100.0], max_episode_steps=4)
+    if auto_reset == "branch-free":
+        env.device = _CpuPosingAsAccelerator("cpu")
     obs, _ = env.reset(seed=1)
     ones = torch.ones(3, 1)
     for t in range(1, 5):
@@ -386,7 +417,8 @@ def test_episodes_that_end_at_different_steps_report_their_own_statistics_and_re
         obs, reward, terminated, truncated, info = env.step(ones)
         assert torch.equal(reward, torch.ones(3)) and reward.dtype == torch.float32
         assert torch.equal(info["final_obs"][:, 0], previous[:, 0] + 1)  # the step, before any reset
-        assert torch.equal(info["position"], previous[:, 0] + 1) and info["_position"].all()
+        assert torch.equal(info["position"], previous[:, 0] + 1)
+        assert info["_position"].dtype == torch.bool and info["_position"].all()
         ended = terminated | truncated
         assert torch.equal(info["_final_obs"], ended) and torch.equal(info["_episode_return"], ended)
         assert torch.equal(info["_episode_length"], ended)
@@ -404,6 +436,61 @@ def test_episodes_that_end_at_different_steps_report_their_own_statistics_and_re
     assert env.episode_length.tolist() == [0, 2, 1] and env.episode_return.tolist() == [0.0, 2.0, 1.0]
     env.reset(seed=1)  # a reset starts every statistic again
     assert env.episode_length.tolist() == [0, 0, 0] and env.episode_return.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_the_cpu_auto_reset_draws_starts_only_for_the_sub_envs_that_end_and_the_accelerator_one_for_all():
+    env = _Walk([100.0, 2.0, 100.0, 2.0])
+    env.reset(seed=0)
+    before = env.generator.get_state()
+    env.step(torch.ones(4, 1))
+    assert torch.equal(env.generator.get_state(), before)  # no episode ended: nothing drawn
+    expected = torch.empty(1, 2).uniform_(0.0, 1.0, generator=torch.Generator().set_state(before))
+    obs, _, terminated, _, _ = env.step(torch.ones(4, 1))
+    assert terminated.tolist() == [False, True, False, True]
+    assert obs[[1, 3], 0].tolist() == expected[0].tolist()  # two starts, in sub-env order
+    env.device = _CpuPosingAsAccelerator("cpu")  # the branch-free auto-reset draws a start for every sub-env
+    before = env.generator.get_state()
+    _, _, terminated, _, _ = env.step(torch.ones(4, 1))
+    assert not terminated.any() and not torch.equal(env.generator.get_state(), before)
+
+
+def test_returns_and_statistics_stay_float32_under_a_float64_default_dtype():
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        env = _Walk([1.0, 5.0])
+        env.reset(seed=0)
+        obs, reward, _, _, info = env.step(torch.ones(2, 1))
+    finally:
+        torch.set_default_dtype(default)
+    assert obs.dtype == reward.dtype == info["episode_return"].dtype == env.episode_return.dtype == torch.float32
+    assert info["episode_return"].tolist() == [1.0, 1.0] and info["_episode_return"].tolist() == [True, False]
+
+
+def test_an_env_built_without_make_draws_a_fresh_seed_on_its_first_unseeded_reset_only():
+    built = [_Walk([1.0]) for _ in range(8)]
+    for env in built:
+        assert env.default_seed is None
+        env.reset()
+    seeds = [env.generator.initial_seed() for env in built]
+    assert len(set(seeds)) == 8 and max(seeds) >= 2**32  # from the full 63 bits of fresh entropy
+    built[0].reset()
+    assert built[0].generator.initial_seed() == seeds[0]  # later unseeded resets continue the generator
+
+
+def test_a_cuda_device_gets_an_index_that_exists_and_mps_is_taken_where_available(monkeypatch):
+    from podium.envs.base import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert resolve_device("cuda") == torch.device("cuda", 1)  # no index: the current device
+    assert resolve_device("cuda:0") == torch.device("cuda", 0)
+    assert resolve_device(torch.device("cuda", 1)) == torch.device("cuda", 1)
+    with pytest.raises(ValueError, match=r"^device 'cuda:2' does not exist: this machine has 2 CUDA device\(s\)$"):
+        resolve_device("cuda:2")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("mps") == torch.device("mps")
 
 
 def test_a_step_that_terminates_at_the_time_limit_is_a_termination():
