@@ -41,7 +41,9 @@ bench: $(STAMP)
 
 mutation: $(STAMP)
 	$(PIP) install --quiet "mutmut>=3.3"
-	$(VENV)/bin/mutmut run; $(VENV)/bin/mutmut results
+	# one OpenMP thread: mutmut forks each mutant's tests from a process that already ran torch, and a forked
+	# child waits forever on the parent's OpenMP threads (such hangs would count as timeouts)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(VENV)/bin/mutmut run; $(VENV)/bin/mutmut results
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check podium tests benchmarks

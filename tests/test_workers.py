@@ -18,7 +18,7 @@ from podium.config import ConfigError, PodSpec
 from podium.envs import GymVecEnv
 from podium.pod import Pod, build_agent
 from podium.pod.pod import _worker_parts
-from podium.pod.worker import WorkerError, WorkerGroup
+from podium.pod.worker import WORKER_SEED_STRIDE, WorkerError, WorkerGroup
 
 GYM_PENDULUM = {"env": "Pendulum-v1", "native_env": False, "tensorboard": False}
 
@@ -106,6 +106,10 @@ def test_the_learner_receives_every_sub_env_in_order_with_the_seeds_of_one_proce
         torch.testing.assert_close(obs[0], first)
         torch.testing.assert_close(obs[1:], next_obs[:-1])  # Pendulum's 200-step episodes do not end here
         torch.testing.assert_close(group.obs, next_obs[-1])
+        for rank in range(2):  # warm-up actions from each worker's own generator, seeded as documented
+            gen = torch.Generator().manual_seed(5 + WORKER_SEED_STRIDE * (rank + 1))
+            expected = torch.stack([torch.rand(3, 1, generator=gen) * 2 - 1 for _ in range(4)])
+            torch.testing.assert_close(buffer.actions[:24].reshape(4, 6, 1)[:, 3 * rank : 3 * rank + 3], expected)
         group.collect(buffer)
         torch.testing.assert_close(buffer.obs[24:30], next_obs[-1])
         assert agent.env_steps == 48
