@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from podium.algos.buffers import GoodEpisodes, ReplayBuffer
+from podium.algos.buffers import GoodEpisodes, ReplayBuffer, RolloutBuffer
 
 CPU = torch.device("cpu")
 
@@ -159,8 +159,9 @@ def test_good_episodes_cut_a_long_episode_into_segments_and_wrap_the_ring():
 
 def test_good_episode_samples_weigh_the_return_to_go_from_0_to_1_and_an_empty_memory_cannot_be_sampled():
     good = _good(num_envs=1, max_len=8, gamma=1.0)
-    with pytest.raises(RuntimeError, match="no good episode has ended yet"):
+    with pytest.raises(RuntimeError, match=r"^no good episode has ended yet; check \.size before sampling$"):
         good.sample(4)
+    assert good.returns.shape == (100,)  # the drop quantile is over the last 100 episodes
     for t, r in enumerate([1.0, 2.0, 3.0]):
         good.add(torch.tensor([[float(t)]]), torch.tensor([t]), torch.tensor([r]), torch.tensor([t == 2]))
     batch = good.sample(64, torch.Generator().manual_seed(0))
@@ -169,3 +170,42 @@ def test_good_episode_samples_weigh_the_return_to_go_from_0_to_1_and_an_empty_me
     assert set(batch) == {"obs", "actions", "weight"}
     assert batch["weight"].tolist() == pytest.approx([weight_of[o] for o in batch["obs"][:, 0].tolist()])
     assert set(batch["obs"][:, 0].tolist()) == {0.0, 1.0, 2.0}
+
+
+def test_good_episode_weights_span_0_to_1_for_a_narrow_range_and_samples_follow_the_generator_alone():
+    good = _good(num_envs=1, max_len=8, gamma=1.0)
+    for t, r in enumerate([0.1, 0.2, 0.3]):  # returns-to-go 0.6, 0.5, 0.3: a range below 1
+        good.add(torch.tensor([[float(t)]]), torch.tensor([t]), torch.tensor([r]), torch.tensor([t == 2]))
+    torch.manual_seed(1)
+    batch = good.sample(32, torch.Generator().manual_seed(0))
+    torch.manual_seed(2)  # the global generator does not matter
+    again = good.sample(32, torch.Generator().manual_seed(0))
+    assert torch.equal(batch["obs"], again["obs"])
+    weight_of = {0.0: 1.0, 1.0: 2 / 3, 2.0: 0.0}
+    assert batch["weight"].tolist() == pytest.approx([weight_of[o] for o in batch["obs"][:, 0].tolist()])
+
+
+# ----------------------------------------------------------------- the rollout buffer and the replay buffer's checks
+def test_a_full_rollout_buffer_refuses_more_until_reset_and_then_writes_from_the_start():
+    buffer = RolloutBuffer(2, 3, 4, (2,), torch.float32, CPU)
+    step = (torch.zeros(3, 4), torch.zeros(3, 2), torch.zeros(3), torch.zeros(3), torch.zeros(3), torch.zeros(3))
+    buffer.add(*step)
+    buffer.add(*step)
+    with pytest.raises(
+        RuntimeError, match=r"^RolloutBuffer is full; call compute_gae\(\) and reset\(\) before adding more$"
+    ):
+        buffer.add(*step)
+    buffer.reset()
+    assert buffer.pos == 0
+    buffer.add(torch.ones(3, 4), *step[1:])
+    assert buffer.pos == 1 and bool((buffer.obs[0] == 1).all()) and not buffer.obs[1].any()
+    flat = buffer.flat()
+    assert flat["obs"].shape == (6, 4) and flat["actions"].shape == (6, 2) and flat["returns"].shape == (6,)
+
+
+def test_a_replay_buffer_needs_room_and_an_empty_one_cannot_be_sampled():
+    for capacity in (0, -3):
+        with pytest.raises(ValueError, match=rf"^replay capacity must be positive, got {capacity}$"):
+            ReplayBuffer(capacity, 2, (), torch.long, CPU)
+    with pytest.raises(RuntimeError, match=r"^cannot sample from an empty replay buffer$"):
+        ReplayBuffer(4, 2, (), torch.long, CPU).sample(2)
