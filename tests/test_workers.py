@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import multiprocessing
 import os
 import signal
@@ -116,6 +117,32 @@ def test_the_learner_receives_every_sub_env_in_order_with_the_seeds_of_one_proce
     finally:
         group.close()
     assert not _podium_children()
+
+
+def test_a_workers_exploration_noise_follows_its_own_generator_and_restarts_when_an_episode_is_cut_off():
+    """TD3's OU noise in a rollout worker, replayed by hand from the worker's documented seed: the noise of a
+    sub-env restarts from 0 when its episode ends, here by Pendulum's 200-step time limit (truncation)."""
+    hp = {"learning_starts": 0, "train_freq": 210, "noise_type": "ou", "exploration_noise": 0.5, "ou_dt": 0.05}
+    spec = PodSpec(algo="td3", steps=1000, hparams=hp, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    buffer = agent.make_buffer()
+    group = _group(spec, agent, 2, seed=5)
+    try:
+        group.collect(buffer)
+    finally:
+        group.close()
+    obs, actions = buffer.obs[:420].reshape(210, 2, -1), buffer.actions[:420].reshape(210, 2, -1)
+    scale = 0.5 * math.sqrt(0.05)
+    for rank in range(2):
+        gen = torch.Generator().manual_seed(5 + WORKER_SEED_STRIDE * (rank + 1))
+        noise = torch.zeros(1, 1)
+        for t in range(210):
+            noise = noise * (1 - 0.15 * 0.05) + scale * torch.randn(1, 1, generator=gen)
+            with torch.no_grad():
+                expected = (agent.actor(obs[t, rank : rank + 1]) + noise).clamp(-1, 1)
+            torch.testing.assert_close(actions[t, rank : rank + 1], expected, msg=f"worker {rank}, step {t}")
+            if t == 199:  # the 200th step was cut off by the time limit: a new episode, new noise
+                noise = torch.zeros(1, 1)
 
 
 def test_workers_act_with_the_parameters_published_one_learning_phase_earlier():
