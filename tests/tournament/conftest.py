@@ -91,11 +91,13 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _board_from_history(history: list[dict], size: int) -> list[tuple[str, float]]:
-    """The leaderboard a tournament's history implies: each pod's best result (higher mean, then lower std,
-    then earlier), the top ``size`` of them, best first, as (pod id, mean)."""
+    """The leaderboard a tournament's history implies: each pod's best result that entered it (higher mean, then
+    lower std, then earlier), the top ``size`` of them, best first, as (pod id, mean). A rejected result never
+    entered: with the default margin a slightly higher mean does not displace an entry (it is within the noise),
+    and an entry leaves only when a better result enters."""
     best: dict[str, tuple[float, float, int]] = {}
     for h in history:
-        if h["outcome"] in ("entered", "rejected", "kept"):
+        if h["outcome"] in ("entered", "kept"):
             key = (-h["score_mean"], h["score_std"], h["id"])
             if h["pod_id"] not in best or key[:2] < best[h["pod_id"]][:2]:
                 best[h["pod_id"]] = key
