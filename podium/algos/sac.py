@@ -127,36 +127,37 @@ class SAC(OffPolicyAgent):
         self.actor_side_params = [p for g in groups for p in g["params"]]
 
     # ----------------------------------------------------------------- policy
+    def _policy(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The actor's Gaussian before the tanh: ``mean``, ``log_std`` ``[B, A]`` and, with gSDE, the detached
+        latent features ``[B, L]`` whose product with a noise matrix is the noise (std: ``latent^2 @ sigma^2``)."""
+        if self.use_sde:
+            hidden = self.actor[:-1](obs)
+            latent = hidden.detach()
+            variance = latent.square() @ self.sde_module["log_std"].exp().square() + 1e-6
+            return self.actor[-1](hidden), 0.5 * variance.log(), latent
+        mean, log_std = self.actor(obs).chunk(2, dim=-1)
+        return mean, log_std.clamp(self.config.log_std_min, self.config.log_std_max), None
+
     def _sample(self, obs: torch.Tensor, matrices: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Squashed-Gaussian actions in ``[-1, 1]`` ``[B, A]`` and their log-probabilities ``[B]``. With gSDE,
         ``matrices [B, L, A]`` are the sub-envs' noise matrices; None draws one for the whole batch."""
-        if self.use_sde:
-            latent = self.actor[:-1](obs)
-            mean, latent = self.actor[-1](latent), latent.detach()
+        mean, log_std, latent = self._policy(obs)
+        if latent is None:
+            return squashed_gaussian(
+                mean, log_std, torch.randn(mean.shape, device=mean.device, generator=self.generator)
+            )
+        if matrices is None:  # reparameterised: the actor's loss trains sigma through it
             sigma = self.sde_module["log_std"].exp()
-            std = (latent.square() @ sigma.square() + 1e-6).sqrt()
-            if matrices is None:  # reparameterised: the actor's loss trains sigma through it
-                eps = torch.randn(sigma.shape, device=sigma.device, generator=self.generator)
-                noise = latent @ (sigma * eps)
-            else:
-                noise = torch.einsum("bl,bla->ba", latent, matrices)
-            return squashed_gaussian(mean, std.log(), noise / std)
-        mean, log_std = self.actor(obs).chunk(2, dim=-1)
-        log_std = log_std.clamp(self.config.log_std_min, self.config.log_std_max)
-        noise = torch.randn(mean.shape, device=mean.device, generator=self.generator)
-        return squashed_gaussian(mean, log_std, noise)
+            noise = latent @ (sigma * torch.randn(sigma.shape, device=sigma.device, generator=self.generator))
+        else:
+            noise = torch.einsum("bl,bla->ba", latent, matrices)
+        return squashed_gaussian(mean, log_std, noise / log_std.exp())
 
     def action_log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """``log pi(actions | obs)`` ``[B]`` of given ``[-1, 1]`` actions ``[B, A]`` (the H-term's likelihood;
         with gSDE, that of the Gaussian over the noise matrix)."""
+        mean, log_std, _ = self._policy(obs)
         u = torch.atanh(actions.clamp(-1.0 + 1e-6, 1.0 - 1e-6))
-        if self.use_sde:
-            latent = self.actor[:-1](obs)
-            mean, latent = self.actor[-1](latent), latent.detach()
-            log_std = 0.5 * (latent.square() @ self.sde_module["log_std"].exp().square() + 1e-6).log()
-        else:
-            mean, log_std = self.actor(obs).chunk(2, dim=-1)
-            log_std = log_std.clamp(self.config.log_std_min, self.config.log_std_max)
         return squashed_gaussian(mean, log_std, (u - mean) / log_std.exp())[1]
 
     @torch.no_grad()
