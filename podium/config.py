@@ -78,9 +78,10 @@ class PodSpec(BaseModel):
     """Where the evaluator scores snapshots. ``process``: a child process on another core, while training
     goes on (the paper's evaluator service). ``thread``: a background thread (suits GPU pods; on a CPU,
     training and evaluation share Python's interpreter lock). ``inline``: training waits for each
-    evaluation (cheapest on one core; reproducible to the step). ``auto``: ``process`` for a CPU pod
-    with two or more cores (``torch_threads``, else the cores it may use), ``thread`` on a GPU, else
-    ``inline``."""
+    evaluation (cheapest on one core; reproducible to the step). ``auto``: ``thread`` on a GPU; on a CPU
+    ``process`` when the pod's cores (``torch_threads``, else the cores it may use) leave training enough —
+    two for classic-control networks, three for MuJoCo-sized ones, which train faster on every thread they
+    get — else ``inline`` (:func:`podium.pod.pod.plan_cpu`)."""
     confirm_episodes: int = Field(default=100, ge=0)
     """Before a pod stops at its ``target``, the snapshot that reached it is re-scored on this many fresh
     episodes (seeds training and routine evaluations never use) and must reach the target there too.
@@ -119,8 +120,10 @@ class PodSpec(BaseModel):
     fuse_every: int = Field(default=1, ge=1)
     """Learning phases between two fusions of the learners (with ``learners > 1``)."""
     torch_threads: int | None = Field(default=None, gt=0)
-    """Intra-op threads for torch (default: 1 on CPU — fastest for podium's small networks and fair to
-    other pods on the machine — and torch's own setting on accelerators)."""
+    """Cores the pod may use on a CPU (default: those this process may use); an evaluator process takes one of
+    them, training's torch threads the rest — one thread for classic-control networks whatever this says
+    unless it is set (one is fastest for them, and fair to other pods), all for MuJoCo-sized networks
+    (:func:`podium.pod.pod.plan_cpu`). On accelerators: torch's intra-op threads (default: torch's own)."""
     tensorboard: bool = True
     """Write TensorBoard scalars to ``RUN_DIR/tb``."""
 

@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import astuple
 
 import gymnasium as gym
 import numpy as np
@@ -17,10 +18,13 @@ import pytest
 import torch
 
 import podium
+from podium.algos.ppo import PPO, PPOConfig
+from podium.algos.sac import SAC, SACConfig
 from podium.config import PodSpec
 from podium.envs.base import VecEnv
 from podium.pod import EvaluationError, Evaluator, Pod
 from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot
+from podium.pod.pod import WIDE_MATMUL, plan_cpu
 from podium.rundir import PodDir
 from podium.store import load_checkpoint
 
@@ -535,3 +539,66 @@ def test_an_evaluator_process_that_dies_fails_the_service_with_its_exit_code():
 def test_the_service_runs_in_a_thread_by_default():
     with EvaluatorService(_build()) as service:
         assert service.mode == "thread" and service._thread is not None and service._process is None
+
+
+# ------------------------------------------------------------------ where the evaluator runs, how many threads
+NARROW, WIDE = 1 << 20, 1 << 25  # classic-control and MuJoCo-sized widest matrix products
+
+
+@pytest.mark.parametrize(
+    ("fields", "widest", "cores", "plan"),
+    [
+        ({}, NARROW, 2, (1, "process")),  # one thread is fastest: the second core is the evaluator's
+        ({}, NARROW, 16, (1, "process")),
+        ({}, NARROW, 1, (1, "inline")),
+        ({}, WIDE, 2, (2, "inline")),  # never two training threads beside an evaluator process on two cores
+        ({}, WIDE, 3, (2, "process")),
+        ({}, WIDE, 16, (15, "process")),
+        ({"torch_threads": 4}, WIDE, 16, (3, "process")),  # torch_threads is the pod's budget of cores
+        ({"torch_threads": 2}, WIDE, 16, (2, "inline")),
+        ({"torch_threads": 2}, NARROW, 16, (1, "process")),  # set: the budget less the evaluator's core
+        ({"torch_threads": 1}, NARROW, 16, (1, "inline")),
+        ({"eval_mode": "process"}, WIDE, 2, (1, "process")),  # asked for: it still takes its core
+        ({"eval_mode": "inline"}, WIDE, 16, (16, "inline")),
+        ({"eval_mode": "thread"}, NARROW, 4, (1, "thread")),
+        ({"device": "cuda"}, WIDE, 16, (None, "thread")),  # torch's own threads on an accelerator
+        ({"device": "cuda", "torch_threads": 3, "eval_mode": "inline"}, WIDE, 16, (3, "inline")),
+    ],
+)
+def test_cpu_plan_splits_the_cores_between_training_and_the_evaluator(fields, widest, cores, plan):
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1, **fields)
+    assert astuple(plan_cpu(spec, widest, cores)) == plan
+
+
+def test_without_fork_the_evaluator_runs_inline():
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1)
+    assert astuple(plan_cpu(spec, NARROW, 16, fork=False)) == (1, "inline")
+
+
+def test_wide_is_the_mujoco_presets_and_not_the_classic_control_defaults():
+    """The threshold between them, from the agents' own sizes: SAC's rl-zoo MuJoCo preset (256x256 twin
+    critics, batch 256) is wide, SAC's and PPO's defaults on classic control are not."""
+    box = gym.spaces.Box(-1.0, 1.0, (3,))
+    obs = gym.spaces.Box(-1.0, 1.0, (17,))
+    sac_mujoco = SAC(obs, box, SACConfig(hidden_sizes=(256, 256), batch_size=256), 1, torch.device("cpu"))
+    assert sac_mujoco.gradient_batch == 256 and sac_mujoco.widest_matmul == 256 * 2 * 256 * 256 >= WIDE_MATMUL
+    sac_default = SAC(obs, box, SACConfig(), 1, torch.device("cpu"))
+    assert sac_default.widest_matmul == 128 * 2 * 128 * 128 < WIDE_MATMUL
+    ppo = PPO(obs, box, PPOConfig(num_steps=128, num_minibatches=4), 8, torch.device("cpu"))
+    assert ppo.gradient_batch == 256 and ppo.widest_matmul == 256 * 64 * 64 < WIDE_MATMUL
+
+
+def test_a_pod_applies_its_plan(tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        spec = PodSpec(
+            env="Pendulum-v1",
+            algo="sac",
+            steps=1,
+            torch_threads=3,
+            hparams={"hidden_sizes": [256, 256], "batch_size": 256},
+        )
+        pod = Pod(spec, tmp_path / "run", progress=False)
+        assert (pod.cpu_plan.threads, pod.cpu_plan.eval_mode) == (2, "process") and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)

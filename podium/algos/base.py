@@ -165,6 +165,19 @@ class Agent(ABC):
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One gradient step on ``batch``; returns detached scalar losses/statistics."""
 
+    @property
+    def gradient_batch(self) -> int:
+        """Transitions per gradient step (a minibatch or a replay batch); 0 when the agent does not say."""
+        return 0
+
+    @property
+    def widest_matmul(self) -> int:
+        """Multiply-adds of the largest matrix product of a gradient step: :attr:`gradient_batch` x the largest
+        weight of :meth:`modules` (all members of an ensemble layer). A pod on a CPU decides from it whether
+        training gains from more than one thread (:func:`podium.pod.pod.plan_cpu`)."""
+        weights = [p.numel() for m in self.modules().values() for p in m.parameters() if p.dim() >= 2]
+        return self.gradient_batch * max(weights, default=0)
+
     # ----------------------------------------------------------------- persistence
     @abstractmethod
     def modules(self) -> dict[str, torch.nn.Module]:

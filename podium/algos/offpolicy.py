@@ -110,6 +110,10 @@ class OffPolicyAgent(Agent):
     def rollout_steps(self) -> int:
         return self.config.train_freq
 
+    @property
+    def gradient_batch(self) -> int:
+        return self.config.batch_size
+
     def make_buffer(self) -> ReplayBuffer:
         c = self.config
         shape, dtype = ((), torch.long) if self.discrete else ((self.action_dim,), torch.float32)

@@ -244,6 +244,10 @@ class PPO(Agent):
             return -(-self.config.rollout_size // self.num_envs)  # ceil
         return self.config.num_steps
 
+    @property
+    def gradient_batch(self) -> int:
+        return max(1, self.rollout_steps * self.num_envs // self.config.num_minibatches)
+
     def make_buffer(self) -> RolloutBuffer:
         shape, dtype = ((), torch.long) if self.discrete else ((self.action_dim,), torch.float32)
         return RolloutBuffer(self.rollout_steps, self.num_envs, self.obs_dim, shape, dtype, self.device)
