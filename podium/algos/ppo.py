@@ -308,8 +308,7 @@ class PPO(Agent):
             floor = torch.quantile(ret, c.h_term_drop) if c.h_term_drop > 0 else ret.min()
             top = ret.max()
             data["h_weight"] = torch.where(ret >= floor, (ret - floor) / (top - floor).clamp_min(1e-8), 0.0)
-        n = data["obs"].shape[0]
-        size = max(1, n // c.num_minibatches)
+        n, size = data["obs"].shape[0], self.gradient_batch
         stats: list[dict[str, torch.Tensor]] = []
         for _ in range(c.update_epochs):
             perm = torch.randperm(n, device=self.device, generator=self.generator)

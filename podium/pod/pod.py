@@ -250,9 +250,12 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
     return CpuPlan(max(1, budget - 1) if mode == "process" else budget, mode)
 
 
-def _cores() -> int:
-    """The cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def local_cpus() -> int:
+    """CPU cores this process may run on (its affinity mask, which ``taskset`` or a container limits)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def default_run_dir(spec: PodSpec) -> Path:
@@ -317,7 +320,7 @@ class Pod:
         obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
         self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
         fork = "fork" in multiprocessing.get_all_start_methods()
-        self.cpu_plan = plan_cpu(spec, self.agent.widest_matmul, _cores(), fork)
+        self.cpu_plan = plan_cpu(spec, self.agent.widest_matmul, local_cpus(), fork)
         if self.cpu_plan.threads is not None:
             torch.set_num_threads(self.cpu_plan.threads)
         if hasattr(self.agent, "generator"):

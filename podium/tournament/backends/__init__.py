@@ -152,14 +152,6 @@ def backend_for(config: TournamentConfig) -> Backend:
     return backend_class(config.backend).from_config(config)
 
 
-def local_cpus() -> int:
-    """CPU cores this process may run on (its affinity mask, which ``taskset`` or a container limits)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def local_gpus() -> int:
     import torch
 

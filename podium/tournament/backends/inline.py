@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 import torch
 
+from podium.pod.pod import local_cpus
 from podium.rundir import PodDir
-from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, local_cpus, local_gpus, run_job
+from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, local_gpus, run_job
 
 __all__ = ["InlineBackend"]
 

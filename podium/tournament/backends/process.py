@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING
 
 from podium.config import PodSpec
 from podium.pod import PodInterrupted
+from podium.pod.pod import local_cpus
 from podium.rundir import PodDir
 from podium.tournament.backends import (
     Backend,
     PodJob,
     PodOutcome,
     Resources,
-    local_cpus,
     local_gpus,
     read_report,
     run_job,

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium.config import PodSpec
 from podium.pod import PodInterrupted, PodReport
+from podium.pod.pod import local_cpus
 from podium.rundir import PodDir
 from podium.tournament.backends import (
     Backend,
@@ -58,7 +59,6 @@ from podium.tournament.backends import (
     PodJob,
     PodOutcome,
     Resources,
-    local_cpus,
     local_gpus,
     run_job,
 )
