@@ -377,9 +377,20 @@ class EvaluatorService:
                 self._conn.send_bytes(_to_bytes((snapshot.modules(), snapshot.seed)))
                 self._working = snapshot
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            self._process.join(timeout=5.0)
             code = self._process.exitcode
-            self._error = f"the evaluator process ended unexpectedly (exit code {code})"
+            self._error = self._last_words() or f"the evaluator process ended unexpectedly (exit code {code})"
             self._working = None
+
+    def _last_words(self) -> str | None:
+        """The error a child that ended sent before it went, if it is still in the pipe: a send to the child
+        can fail on the closed pipe before the pod has read why the child stopped."""
+        with contextlib.suppress(EOFError, OSError):
+            while self._conn.poll(0):
+                message = self._conn.recv()
+                if message[0] == "error":
+                    return message[1]
+        return None
 
     def _raise_error(self) -> None:
         if self._error is not None:
