@@ -23,7 +23,7 @@ from podium.algos.sac import SAC, SACConfig
 from podium.config import PodSpec
 from podium.envs.base import VecEnv
 from podium.pod import EvaluationError, Evaluator, Pod
-from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot
+from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot, confirms
 from podium.pod.pod import WIDE_MATMUL, plan_cpu
 from podium.rundir import PodDir
 from podium.store import load_checkpoint
@@ -85,8 +85,10 @@ def test_routine_seeds_advance_and_an_explicit_seed_does_not():
 
 
 # ----------------------------------------------------------------- the service, inside a pod
-def _slow(monkeypatch, seconds: float, routine: float | None = None, confirmation: float | None = None):
-    """Make every evaluation take ``seconds`` and, optionally, return fixed scores."""
+def _slow(
+    monkeypatch, seconds: float, routine: float | None = None, confirmation: float | None = None, std: float = 1.0
+):
+    """Make every evaluation take ``seconds`` and, optionally, return fixed scores (mean, ``std``)."""
     original = Evaluator.evaluate
     threads = set()
 
@@ -97,7 +99,7 @@ def _slow(monkeypatch, seconds: float, routine: float | None = None, confirmatio
         fixed = confirmation if self.env.num_envs == 100 else routine  # confirmations: 100 episodes
         if fixed is None:
             return result
-        return EvalResult(fixed, 1.0, result.episodes, result.seconds, (fixed,) * result.episodes)
+        return EvalResult(fixed, std, result.episodes, result.seconds, (fixed,) * result.episodes)
 
     monkeypatch.setattr(Evaluator, "evaluate", evaluate)
     return threads
@@ -167,6 +169,28 @@ def test_only_a_confirmed_score_stops_a_pod_at_its_target(tmp_path, monkeypatch)
     assert report.steps < 8192  # stopped at the first confirmed snapshot
     best = load_checkpoint(PodDir(tmp_path / "real").best)
     assert best["counters"]["steps"] == report.steps_to_target and best["counters"]["best_mean"] == 480.0
+
+
+def test_a_confirmation_just_above_the_target_is_not_enough(tmp_path, monkeypatch):
+    # 476 +- 30 over 100 episodes: a standard error of 3, so the true mean may well be under 475
+    _slow(monkeypatch, 0.0, routine=600.0, confirmation=476.0, std=30.0)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=4096, target=475, eval_every=1024, **FAST)
+    report = Pod(spec, tmp_path / "margin", progress=False).run()
+    assert not report.reached_target and report.stop_reason == "steps"
+    assert report.score_mean == 476.0  # still the pod's best, ranked by its confirmation
+    spec = spec.model_copy(update={"confirm_margin": 0.0})  # the mean alone decides
+    report = Pod(spec, tmp_path / "no-margin", progress=False).run()
+    assert report.reached_target and report.stop_reason == "target"
+
+
+@pytest.mark.parametrize(
+    ("mean", "std", "margin", "expected"),
+    [(480.0, 0.0, 2.0, True), (476.0, 30.0, 2.0, False), (481.0, 30.0, 2.0, True), (476.0, 30.0, 0.0, True),
+     (474.9, 0.0, 0.0, False), (-94.0, 25.0, 2.0, True), (-96.0, 25.0, 2.0, False)],
+)  # fmt: skip
+def test_confirms_takes_the_standard_error_off_the_mean(mean, std, margin, expected):
+    target = 475.0 if mean > 0 else -100.0
+    assert confirms(EvalResult(mean, std, 100, 1.0, ()), target, margin) is expected
 
 
 @pytest.mark.parametrize("mode", ["process", "thread", "inline"])

@@ -9,7 +9,8 @@ Two layers:
   its own copy of the agent and its own envs, and the pod collects :class:`Scored` results when it
   next looks. A snapshot whose score reaches the pod's target is **confirmed** at once on
   ``confirm_episodes`` fresh episodes (seeds that neither training nor the routine evaluations use);
-  only a confirmed score stops a pod at its target.
+  only a confirmed score stops a pod at its target, and a confirmation passes only with a margin
+  (:func:`confirms`).
 
 Where the service runs (``mode``):
 
@@ -55,6 +56,7 @@ __all__ = [
     "Scored",
     "Snapshot",
     "clone_tensors",
+    "confirms",
 ]
 
 EvalMode = Literal["process", "thread", "inline"]
@@ -73,6 +75,19 @@ class EvalResult:
     episodes: int
     seconds: float
     returns: tuple[float, ...]
+
+
+def confirms(result: EvalResult, target: float, margin: float) -> bool:
+    """Whether a confirmation ``result`` establishes ``target``: its mean minus ``margin`` standard errors
+    (``std / sqrt(episodes)``) is at or above it.
+
+    A pod confirms every snapshot whose routine score reaches the target, so a policy whose true mean sits
+    at or just below it gets many tries, and with no margin one of them passes by luck now and then (a
+    winner's curse on the confirmation itself). With a margin of 2 (the pod's default, ``confirm_margin``)
+    a policy whose true mean is exactly the target passes a try with probability about 2%, one whose mean
+    is 2 standard errors above it half the time, and one 3 above it 84% of the time.
+    """
+    return result.mean - margin * result.std / max(result.episodes, 1) ** 0.5 >= target
 
 
 class Evaluator:

@@ -56,6 +56,7 @@ from podium.pod.evaluator import (
     Scored,
     Snapshot,
     clone_tensors,
+    confirms,
 )
 from podium.pod.learner import FusionGroup, Learner
 from podium.pod.worker import Worker, WorkerError, WorkerGroup
@@ -666,7 +667,7 @@ class Pod:
         if spec.target is None:
             reached = False
         elif scored.confirmation is not None:
-            reached = scored.confirmation.mean >= spec.target
+            reached = confirms(scored.confirmation, spec.target, spec.confirm_margin)
         else:
             reached = spec.confirm_episodes == 0 and result.mean >= spec.target
         if reached and self.time_to_target is None:
