@@ -257,3 +257,13 @@ def test_each_algorithm_declares_its_mutable_hyperparameters_with_valid_ranges(a
         assert low < high and low <= getattr(defaults, name) <= high, name
         config(**{name: low})  # both ends are values the config accepts
         config(**{name: high})
+
+
+@pytest.mark.parametrize(("algo", "env"), sorted(presets_module.PRESETS))
+def test_every_preset_is_a_valid_configuration_of_its_algorithm(algo, env):
+    from podium.algos.base import get_algo
+
+    preset = presets_module.PRESETS[(algo, env)]
+    config = get_algo(algo).Config(**preset.hparams)  # an unknown or out-of-range value raises here
+    assert all(getattr(config, k) == (tuple(v) if isinstance(v, list) else v) for k, v in preset.hparams.items())
+    assert preset.num_envs is None or preset.num_envs > 0

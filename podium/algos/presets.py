@@ -50,6 +50,32 @@ PRESETS: dict[tuple[str, str], Preset] = {
     # MountainCarContinuous rewards reaching the flag (+100) and charges for effort: independent Gaussian noise
     # never swings the car up, temporally correlated (Ornstein-Uhlenbeck) noise of scale 0.5 does
     ("td3", "MountainCarContinuous-v0"): Preset(hparams={"noise_type": "ou", "exploration_noise": 0.5}),
+    # SAC's state-dependent Gaussian noise never swings the car up either (0 of 3 runs with the defaults);
+    # rl-baselines3-zoo's tuned entry does: gSDE (a noise matrix held for 32 steps, small initial sigma), a
+    # fixed entropy coefficient of 0.1, a near-undiscounted return, one env and 32 gradient steps per 32
+    # env steps (the same with 8 envs and a quarter of the gradient steps stayed at "do nothing"). By the
+    # confirmed protocol (benchmarks/presets.py, 3 seeds) it reaches the flag on every seed but only just
+    # (1 of 3 re-scored >= 90, slowly: 158 s); TD3's preset is the one to use on this task
+    ("sac", "MountainCarContinuous-v0"): Preset(
+        num_envs=1,
+        hparams={
+            "actor_lr": 3e-4,
+            "critic_lr": 3e-4,
+            "buffer_size": 50_000,
+            "batch_size": 512,
+            "autotune_alpha": False,
+            "init_alpha": 0.1,
+            "train_freq": 32,
+            "gradient_steps": 32,
+            "gamma": 0.9999,
+            "tau": 0.01,
+            "learning_starts": 0,
+            "use_sde": True,
+            "sde_sample_freq": 32,
+            "sde_log_std_init": -3.67,
+            "hidden_sizes": (64, 64),
+        },
+    ),
     ("ddpg", "MountainCarContinuous-v0"): Preset(hparams={"noise_type": "ou", "exploration_noise": 0.5}),
     # ---------------------------------------------------------------- MuJoCo locomotion (gymnasium v5 ids)
     # Not tuned by podium: rl-baselines3-zoo's hyperparameters (hyperparams/ppo.yml, sac.yml, td3.yml at
