@@ -54,8 +54,8 @@ PRESETS: dict[tuple[str, str], Preset] = {
     # rl-baselines3-zoo's tuned entry does: gSDE (a noise matrix held for 32 steps, small initial sigma), a
     # fixed entropy coefficient of 0.1, a near-undiscounted return, one env and 32 gradient steps per 32
     # env steps (the same with 8 envs and a quarter of the gradient steps stayed at "do nothing"). By the
-    # confirmed protocol (benchmarks/presets.py, 3 seeds) it reaches the flag on every seed but only just
-    # (1 of 3 re-scored >= 90, slowly: 158 s); TD3's preset is the one to use on this task
+    # confirmed protocol (benchmarks/presets.py, 5 seeds) it reaches the flag on every seed but only just
+    # (3 of 5 re-scored >= 90, slowly: 107-158 s); TD3's preset is the one to use on this task
     ("sac", "MountainCarContinuous-v0"): Preset(
         num_envs=1,
         hparams={
