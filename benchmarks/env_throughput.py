@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
 import torch
+from machine import describe
 
 import podium.envs as envs
 
@@ -103,9 +102,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     sizes = [int(s) for s in args.sizes.split(",")]
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"
-    if args.device.startswith("cuda"):
-        machine += f", {torch.cuda.get_device_name()}"
+    machine = describe(gpu=args.device.startswith("cuda"))
     print(f"machine: {machine}; torch threads {torch.get_num_threads()}; gymnasium {gym.__version__}")
     results: list[dict[str, float | int | None]] = []
     header = f"{'N':>8} | {'podium CP':>12} {'gym vec CP':>12} {'gym Sync CP':>12} | {'vs Sync':>8} {'vs vec':>7}"

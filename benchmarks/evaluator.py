@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import tempfile
 import time
 
-import torch
+from machine import describe
 
 
 def run(env: str, algo: str, steps: int, eval_every: int | None, mode: str) -> tuple[float, int, float]:
@@ -55,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     cores = sorted(os.sched_getaffinity(0))
     budgets = [cores[:1]] + ([cores] if len(cores) > 1 else [])
-    print(f"machine: {platform.machine()}, {len(cores)} cores, torch {torch.__version__}")
+    print(f"machine: {describe()}")
     every = args.eval_every or None
     cadence = f"every {every:,} steps" if every else "at each mode's default cadence"
     print(f"{args.algo} on {args.env}: {args.steps:,} env steps, evaluation {cadence}")

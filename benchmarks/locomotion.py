@@ -38,7 +38,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from machine import describe
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -396,9 +396,7 @@ def main() -> None:
     args.device = args.device or ("cuda" if parts != ["cpu"] else "cpu")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device here; run the GPU parts on a GPU machine, or pass --device cpu")
-    machine = f"{platform.machine()} {platform.processor() or ''}, {_cores()} cores, torch {torch.__version__}"
-    if args.device.startswith("cuda"):
-        machine += f", {torch.cuda.get_device_name()}"
+    machine = describe(gpu=args.device.startswith("cuda"))
     print(f"machine: {machine}", flush=True)
     results: dict[str, object] = {"machine": machine}
     for part in parts:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -29,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import torch
+from machine import describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vs_sb3 import fresh_score, warm_up
@@ -120,8 +118,7 @@ def main() -> None:
     warm_up()
     seeds = [int(s) for s in args.seeds.split(",")]
     hparams = json.loads(args.hparams)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"machine: {platform.machine()}, {cores} cores, torch {torch.__version__}; hparams {hparams or 'preset'}")
+    print(f"machine: {describe()}; hparams {hparams or 'preset'}")
     rows: list[Row] = []
     for algo, env in pairs:
         for seed in seeds:

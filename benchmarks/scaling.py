@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
 
-import torch
+from machine import describe
 
 
 def pods_row(args: argparse.Namespace, pods: int, seed: int) -> dict[str, float | None]:
@@ -123,8 +122,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    print(f"machine: {platform.machine()}, {cores} cores, {gpu}; torch {torch.__version__}")
+    print(f"machine: {describe()}")
     print(f"{args.algo} on {args.env}, target {args.target}, {args.seconds:g} s per run, seeds {seeds}")
     for part, sizes_text, run in (("pods", args.pods, pods_row), ("learners", args.learners, learners_row)):
         if args.part not in (part, "both"):

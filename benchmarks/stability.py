@@ -32,13 +32,12 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import platform
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-import torch
+from machine import describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vs_sb3 import fresh_score, sb3_model, warm_up
@@ -112,7 +111,7 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=3, help="ensemble size")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
+    print(f"machine: {describe()}")
     wanted = {w.strip() for w in args.only.split(",") if w.strip()}
     if (args.env, args.algo) not in SB3_TASK and (not wanted or "sb3" in wanted) and not args.skip_sb3:
         parser.error(

@@ -46,7 +46,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import shlex
 import shutil
 import signal
@@ -58,6 +57,9 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+from machine import cores as machine_cores
+from machine import describe
 
 
 @dataclass(frozen=True)
@@ -364,23 +366,6 @@ def _parse_mix(text: str) -> dict[str, float]:
     return mix
 
 
-def machine_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def run_one(
     job: dict[str, Any], keep: bool, grace: float, python: str = sys.executable
 ) -> tuple[dict[str, Any] | None, float, str, str]:
@@ -518,15 +503,10 @@ def main() -> None:
             except KeyError as exc:
                 parser.error(str(exc.args[0]))
 
-    import torch
-
     command = (
         "python benchmarks/tournament_vs_single.py" + ("" if len(sys.argv) < 2 else " ") + shlex.join(sys.argv[1:])
     )
-    machine = (
-        f"{cpu_model()}, {machine_cores()} cores ({cores} used), {platform.machine()}, "
-        f"Python {platform.python_version()}, torch {torch.__version__}"
-    )
+    machine = f"{describe()}, {cores} used"
     print(f"machine: {machine}")
     print(f"command: {command}")
     print(

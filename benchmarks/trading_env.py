@@ -16,12 +16,12 @@ The peer gets ``--peer-seconds`` per size (it stops after the first batch that c
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import gymnasium as gym
 import numpy as np
 import torch
+from machine import describe
 
 from podium.finance.env import StockTradingEnv, StockTradingVecEnv
 from podium.finance.market import MarketData, load_market
@@ -88,7 +88,7 @@ def main() -> None:
 
     market = load_market(None)  # shipped Dow-29, 2009-01-02..2015-12-31, FinRL indicators
     print(f"market: {market.num_stocks} stocks x {market.num_days} days; torch {torch.__version__}, ", end="")
-    print(f"{torch.get_num_threads()} threads, {platform.processor() or platform.machine()}", end="")
+    print(f"{torch.get_num_threads()} threads, {describe(gpu=False)}", end="")
     if args.device.startswith("cuda"):
         print(f", {torch.cuda.get_device_name(torch.device(args.device))}", end="")
     print(f"\nbatched env on {args.device}{' (compiled)' if args.compile else ''}; peer: SyncVectorEnv on CPU\n")

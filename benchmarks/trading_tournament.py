@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 from pathlib import Path
 
-import torch
+from machine import describe
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "stock_dow29.yaml"
 METRICS = ("sharpe_ratio", "annual_return", "max_drawdown")
@@ -59,7 +58,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=480.0, help="training budget of each tournament")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, torch {torch.__version__}")
+    print(f"machine: {describe()}")
     print(f"{CONFIG.name}: {args.seconds:g} s of training per tournament, seeds {seeds}; test 2016-01-04..2017-11-10")
     results: dict[str, list[dict[str, float]]] = {}
     for seed in seeds:

@@ -57,7 +57,6 @@ for _name, _value in {
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -69,6 +68,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cores, describe  # noqa: E402
 from vs_sb3 import Run, fresh_score, summarise, warm_up  # noqa: E402
 
 # task: (env id, threshold, RLlib's tuned-example training settings for it)
@@ -296,16 +296,14 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"error: unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
     warm_up()
-    cores = len(os.sched_getaffinity(0))
     print(
-        f"machine: {platform.machine()} {platform.processor() or ''}, {cores} cores, torch {torch.__version__}, "
-        f"ray {ray.__version__}; podium pods: their defaults",
+        f"machine: {describe()}, ray {ray.__version__}; podium pods: their defaults",
         flush=True,
     )
     if "trading" in tasks:
         print(f"trading: the equal-weight basket's validation Sharpe is {equal_weight_sharpe():.3f}", flush=True)
     ray.init(
-        address="local", num_cpus=cores, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False
+        address="local", num_cpus=cores(), include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False
     )
     runs: list[tuple[Run, float, float]] = []
     try:

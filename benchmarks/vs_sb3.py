@@ -37,7 +37,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -46,6 +45,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+from machine import describe
 
 FRESH_SEED = 10_000
 FRESH_EPISODES = 100
@@ -281,11 +281,8 @@ def main() -> None:
         raise SystemExit(f"error: unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
     import stable_baselines3
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    machine = (
-        f"{platform.machine()} {platform.processor() or ''}, {cores} cores, torch {torch.__version__}, "
-        f"SB3 {stable_baselines3.__version__} on {args.threads} threads; podium pods: their defaults"
-    )
+    sb3 = f"SB3 {stable_baselines3.__version__} on {args.threads} threads"
+    machine = f"{describe()}, {sb3}; podium pods: their defaults"
     print(f"machine: {machine}", flush=True)
     contestants = ["sb3", "podium"] + ([] if args.skip_gym else ["podium-gym"])
     runs: list[Run] = []

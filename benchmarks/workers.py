@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 
-import torch
+from machine import describe
 
 
 def run(args: argparse.Namespace, workers: int, seed: int) -> dict[str, float | None]:
@@ -65,8 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = [0, *(int(w) for w in args.workers.split(",") if int(w) > 0)]
     seeds = [int(s) for s in args.seeds.split(",")]
-    cores = len(os.sched_getaffinity(0))
-    print(f"machine: {platform.processor() or platform.machine()}, {cores} cores; torch {torch.__version__}")
+    print(f"machine: {describe()}")
     print(f"{args.algo} on gymnasium's {args.env}, target {args.target}, {args.seconds:g} s per run, seeds {seeds}")
     rows: dict[int, list[dict[str, float | None]]] = {w: [] for w in settings}
     for seed in seeds:
