@@ -525,6 +525,41 @@ def test_with_the_h_term_the_replay_buffer_keeps_good_episodes_and_learning_uses
     assert agent.learn(buffer, obs)["loss/h_term"] != 0.0
 
 
+def test_the_h_term_memory_is_saved_and_restored_with_the_replay_buffer():
+    """A resumed pod or a tournament member's next round keeps the episodes that worked (and the returns the
+    keep-or-drop quantile is taken over); a buffer saved without the H-term loads into one with it."""
+    agent = _sac(num_envs=2, h_term_lambda=0.1, h_term_segment=3, h_term_capacity=4)
+    buffer = agent.make_buffer()
+    no, yes = torch.zeros(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool)
+    for step in range(7):  # episodes of 1 step, returns 0..6 per sub-env: the ring of 4 wraps
+        obs = torch.full((2, 3), float(step))
+        actions, extras = agent.explore(obs)
+        agent.record(buffer, obs, actions, extras, torch.tensor([float(step), -1.0]), obs, yes, no, obs)
+    good = buffer.good
+    assert good.size == 4 and good.episodes == 14
+    state = buffer.state_dict()
+    assert state["good.obs"].shape == (4, 3) and state["good.returns"].shape == (14,)
+    restored = _sac(num_envs=2, h_term_lambda=0.1, h_term_segment=3, h_term_capacity=4).make_buffer()
+    restored.load_state_dict(state)
+    for name in ("obs", "actions", "return_to_go", "returns"):
+        torch.testing.assert_close(restored.good.state_dict()[name], good.state_dict()[name])
+    assert restored.good.episodes == 14 and restored.size == buffer.size
+    # the history of returns goes on where it stopped: the next episode replaces the oldest return
+    obs = torch.full((2, 3), 9.0)
+    actions, extras = agent.explore(obs)
+    for b in (buffer, restored):
+        agent.record(b, obs, actions, extras, torch.tensor([9.0, -1.0]), obs, yes, no, obs)
+    torch.testing.assert_close(restored.good.state_dict()["returns"], buffer.good.state_dict()["returns"])
+    torch.testing.assert_close(restored.good.state_dict()["obs"], buffer.good.state_dict()["obs"])
+    # without the H-term on the saving side: the transitions load, the memory stays empty
+    plain = _sac(num_envs=2).make_buffer()
+    plain.load_state_dict(state)
+    assert plain.good is None and plain.size == state["rewards"].shape[0] == 14
+    empty = _sac(num_envs=2, h_term_lambda=0.1).make_buffer()
+    empty.load_state_dict(_sac(num_envs=2).make_buffer().state_dict())
+    assert empty.good is not None and empty.good.size == 0
+
+
 def test_dqn_refuses_the_h_term_naming_the_algorithms_that_have_it():
     with pytest.raises(ValueError, match=r"h_term_lambda: DQN has no action likelihood.*ppo, sac, td3 and ddpg"):
         DQNConfig(h_term_lambda=0.1)

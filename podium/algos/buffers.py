@@ -110,8 +110,8 @@ class ReplayBuffer:
         self.terminated = torch.zeros(capacity, device=device)
         self.pos, self.size = 0, 0
         self.good: GoodEpisodes | None = None
-        """The H-term's episodes (set by an agent whose ``h_term_lambda`` is positive; not checkpointed: it
-        refills within a few episodes of a resume)."""
+        """The H-term's episodes (set by an agent whose ``h_term_lambda`` is positive), saved and restored with
+        the transitions: a resumed pod, or a tournament member's next round, keeps the episodes that worked."""
 
     def add(
         self,
@@ -132,19 +132,26 @@ class ReplayBuffer:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The stored transitions, oldest first: ``obs [size, obs_dim]``, ``actions [size, ...]``,
-        ``rewards [size]``, ``next_obs [size, obs_dim]``, ``terminated [size]``."""
-        if self.size < self.capacity:
-            order = torch.arange(self.size, device=self.device)
-        else:
-            order = (torch.arange(self.capacity, device=self.device) + self.pos) % self.capacity
-        return {name: getattr(self, name)[order] for name in _REPLAY_FIELDS}
+        ``rewards [size]``, ``next_obs [size, obs_dim]``, ``terminated [size]``; with the H-term on, also
+        its memory under ``good.*`` keys (:meth:`GoodEpisodes.state_dict`)."""
+        state = {
+            name: getattr(self, name)[_oldest_first(self.pos, self.size, self.capacity, self.device)]
+            for name in _REPLAY_FIELDS
+        }
+        if self.good is not None:
+            state.update({f"good.{k}": v for k, v in self.good.state_dict().items()})
+        return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Replace the contents with ``state`` (from :meth:`state_dict`); keeps the newest ``capacity``."""
+        """Replace the contents with ``state`` (from :meth:`state_dict`); keeps the newest ``capacity``. The
+        H-term's memory is restored when both sides have one (a buffer saved without it keeps its own empty)."""
         shapes = {name: tuple(getattr(self, name).shape[1:]) for name in _REPLAY_FIELDS}
         got = {name: tuple(state[name].shape[1:]) for name in _REPLAY_FIELDS if name in state}
         if got != shapes:
             raise ValueError(f"replay buffer state has shapes {got}, this buffer stores {shapes}")
+        good = {k[len("good.") :]: v for k, v in state.items() if k.startswith("good.")}
+        if self.good is not None and good:
+            self.good.load_state_dict(good)
         self.pos, self.size = 0, 0
         keep = min(int(state["rewards"].shape[0]), self.capacity)
         if keep == 0:
@@ -253,6 +260,36 @@ class GoodEpisodes:
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The good transitions held, oldest first (``obs``, ``actions``, ``return_to_go``), and the recent
+        episode returns the ``drop`` quantile is taken over (``returns``, oldest first). Episodes still being
+        staged are not kept: they start again."""
+        order = _oldest_first(self.pos, self.size, self.capacity, self.device)
+        seen = min(self.episodes, self.returns.shape[0])
+        history = _oldest_first(self.episodes % self.returns.shape[0], seen, self.returns.shape[0], self.device)
+        return {
+            "obs": self.obs[order],
+            "actions": self.actions[order],
+            "return_to_go": self.return_to_go[order],
+            "returns": self.returns[history],
+        }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Replace the memory with ``state`` (from :meth:`state_dict`), keeping the newest that fit."""
+        if tuple(state["obs"].shape[1:]) != tuple(self.obs.shape[1:]):
+            raise ValueError(
+                f"H-term memory has observations of shape {tuple(state['obs'].shape[1:])}, "
+                f"this buffer stores {tuple(self.obs.shape[1:])}"
+            )
+        self.pos, self.size, self.episodes = 0, 0, 0
+        self.length.zero_()
+        returns = state["returns"][-self.returns.shape[0] :].to(self.device)
+        self.returns[: returns.shape[0]] = returns
+        self.episodes = int(returns.shape[0])
+        self._write(
+            state["obs"].to(self.device), state["actions"].to(self.device), state["return_to_go"].to(self.device)
+        )
+
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
         """A uniform batch of good transitions: ``obs``, ``actions`` and ``weight [B]``, the return-to-go
         min-max-normalised to ``[0, 1]`` over the good transitions held (the best weighs 1)."""
@@ -263,3 +300,10 @@ class GoodEpisodes:
         low, high = held.min(), held.max()
         weight = (self.return_to_go[idx] - low) / (high - low).clamp_min(1e-8)
         return {"obs": self.obs[idx], "actions": self.actions[idx], "weight": weight}
+
+
+def _oldest_first(pos: int, size: int, capacity: int, device: torch.device) -> torch.Tensor:
+    """Indices of a ring's ``size`` entries, oldest first (``pos``: where the next entry goes)."""
+    if size < capacity:
+        return torch.arange(size, device=device)
+    return (torch.arange(capacity, device=device) + pos) % capacity
