@@ -23,9 +23,9 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 import torch
-from machine import describe
 
 import podium.envs as envs
+from podium.machine import describe
 
 
 def timed(step: Callable[[], None], num_envs: int, seconds: float, sync: Callable[[], None] = lambda: None) -> float:

@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 
-from machine import describe
+from podium.machine import describe
 
 
 def run(env: str, algo: str, steps: int, eval_every: int | None, mode: str) -> tuple[float, int, float]:

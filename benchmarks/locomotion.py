@@ -47,7 +47,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from machine import describe
+
+from podium.machine import describe
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

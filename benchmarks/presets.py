@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from machine import describe
+from podium.machine import describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vs_sb3 import fresh_score, warm_up

@@ -30,7 +30,7 @@ import statistics
 import tempfile
 import time
 
-from machine import describe
+from podium.machine import describe
 
 
 def pods_row(args: argparse.Namespace, pods: int, seed: int) -> dict[str, float | None]:

@@ -37,7 +37,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from machine import describe
+from podium.machine import describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vs_sb3 import fresh_score, sb3_model, warm_up

@@ -58,8 +58,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from machine import cores as machine_cores
-from machine import describe
+from podium.machine import describe
+from podium.machine import local_cpus as machine_cores
 
 
 @dataclass(frozen=True)

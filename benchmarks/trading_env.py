@@ -21,10 +21,10 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
-from machine import describe
 
 from podium.finance.env import StockTradingEnv, StockTradingVecEnv
 from podium.finance.market import MarketData, load_market
+from podium.machine import describe
 
 ACTION_POOL = 8  # distinct random action batches, cycled
 

@@ -18,7 +18,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from machine import describe
+from podium.machine import describe
 
 CONFIG = Path(__file__).resolve().parent.parent / "examples" / "stock_dow29.yaml"
 METRICS = ("sharpe_ratio", "annual_return", "max_drawdown")

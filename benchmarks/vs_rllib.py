@@ -68,8 +68,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from machine import cores, describe  # noqa: E402
 from vs_sb3 import Run, fresh_score, summarise, warm_up  # noqa: E402
+
+from podium.machine import describe, local_cpus  # noqa: E402
 
 # task: (env id, threshold, RLlib's tuned-example training settings for it)
 TASKS = {
@@ -303,7 +304,11 @@ def main() -> None:
     if "trading" in tasks:
         print(f"trading: the equal-weight basket's validation Sharpe is {equal_weight_sharpe():.3f}", flush=True)
     ray.init(
-        address="local", num_cpus=cores(), include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False
+        address="local",
+        num_cpus=local_cpus(),
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
     )
     runs: list[tuple[Run, float, float]] = []
     try:

@@ -45,7 +45,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from machine import describe
+
+from podium.machine import describe
 
 FRESH_SEED = 10_000
 FRESH_EPISODES = 100

@@ -25,7 +25,7 @@ import os
 import statistics
 import tempfile
 
-from machine import describe
+from podium.machine import describe
 
 
 def run(args: argparse.Namespace, workers: int, seed: int) -> dict[str, float | None]:

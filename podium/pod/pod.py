@@ -47,6 +47,7 @@ from podium.algos.presets import preset_for
 from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
+from podium.machine import local_cpus
 from podium.pod._child import close_quietly, ignore_stop_signals, reap, report_failure
 from podium.pod.evaluator import (
     EvalMode,
@@ -249,14 +250,6 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
     if not wide and spec.torch_threads is None:
         return CpuPlan(1, mode)
     return CpuPlan(max(1, budget - 1) if mode == "process" else budget, mode)
-
-
-def local_cpus() -> int:
-    """CPU cores this process may run on (its affinity mask, which ``taskset`` or a container limits)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def default_run_dir(spec: PodSpec) -> Path:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from podium.pod.pod import local_cpus
+from podium.machine import local_cpus
 from podium.rundir import PodDir
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, local_gpus, run_job
 

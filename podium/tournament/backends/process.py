@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from podium.config import PodSpec
+from podium.machine import local_cpus
 from podium.pod import PodInterrupted
-from podium.pod.pod import local_cpus
 from podium.rundir import PodDir
 from podium.tournament.backends import (
     Backend,

@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.config import PodSpec
+from podium.machine import local_cpus
 from podium.pod import PodInterrupted, PodReport
-from podium.pod.pod import local_cpus
 from podium.rundir import PodDir
 from podium.tournament.backends import (
     Backend,

@@ -1,0 +1,48 @@
+"""The machine this process runs on: the cores it may use and a one-line description for results.
+
+:func:`local_cpus` is what a pod's thread plan and the tournament backends size themselves by (the affinity
+mask, which ``taskset`` or a container limits, not the machine's total). :func:`describe` names the CPU model,
+those cores, Python, torch and any GPU: every script under ``benchmarks/`` prints it first, because two VMs
+of the same size with different CPUs ran the same runs 2-3x apart (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+__all__ = ["cpu_model", "describe", "local_cpus"]
+
+
+def local_cpus() -> int:
+    """CPU cores this process may run on (its affinity mask, which ``taskset`` or a container limits)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s first ``model name``), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe(gpu: bool = True) -> str:
+    """``CPU model, N cores (of M), arch, Python x.y.z, torch V[, GPU name]``; ``gpu``: name the first CUDA
+    device when there is one."""
+    import torch
+
+    text = (
+        f"{cpu_model()}, {local_cpus()} cores (of {os.cpu_count() or local_cpus()}), {platform.machine()}, "
+        f"Python {platform.python_version()}, torch {torch.__version__}"
+    )
+    if gpu and torch.cuda.is_available():
+        text += f", {torch.cuda.get_device_name()}"
+    return text

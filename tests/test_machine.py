@@ -1,0 +1,36 @@
+"""podium.machine: the cores a process may use and the one-line machine description every benchmark prints."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import pytest
+import torch
+
+from podium import machine
+
+
+def test_local_cpus_follows_the_affinity_mask(monkeypatch):
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no affinity masks on this platform")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5})
+    assert machine.local_cpus() == 3
+
+
+def test_cpu_model_reads_the_first_model_name(monkeypatch, tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Example CPU @ 2.0GHz\n\nmodel name\t: other\n")
+    real = machine.Path
+    monkeypatch.setattr(machine, "Path", lambda p: real(info) if p == "/proc/cpuinfo" else real(p))
+    assert machine.cpu_model() == "Example CPU @ 2.0GHz"
+    monkeypatch.setattr(machine, "Path", lambda p: real(tmp_path / "missing"))
+    assert machine.cpu_model() == (platform.processor() or platform.machine())
+
+
+def test_describe_names_the_cpu_the_cores_python_and_torch(monkeypatch):
+    monkeypatch.setattr(machine, "cpu_model", lambda: "Example CPU")
+    monkeypatch.setattr(machine, "local_cpus", lambda: 2)
+    text = machine.describe(gpu=False)
+    assert text.startswith("Example CPU, 2 cores (of ")
+    assert f"Python {platform.python_version()}" in text and text.endswith(f"torch {torch.__version__}")
