@@ -52,7 +52,7 @@ PRESETS: dict[tuple[str, str], Preset] = {
     # (ElegantRL's default weight) then pulls the actor towards the actions of the episodes that reached the
     # flag. By the confirmed protocol (benchmarks/presets.py, 5 seeds, same VM and day) it made TD3 reach 90
     # sooner (median 12.3 s, worst 18.9, against 19.9 and 39.7 without it) and DDPG reach it on every seed
-    # (5/5, median 8.5 s, against 4/5 and 12.4 s), and both stay there (BENCHMARKS.md, presets)
+    # (5/5, median 8.5 s, against 4/5 and 12.4 s); final policies of 200k steps: TD3 5/5, DDPG 4/5 (BENCHMARKS.md)
     ("td3", "MountainCarContinuous-v0"): Preset(
         hparams={"noise_type": "ou", "exploration_noise": 0.5, "h_term_lambda": 0.125}
     ),
