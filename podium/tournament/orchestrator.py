@@ -44,7 +44,7 @@ from podium.tournament.generator import Generator, effective_hparams
 from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url
 from podium.tournament.scheduler import MIN_ROUND_SECONDS, Decisions, Rules, State, decide, pool_size
 from podium.tournament.states import PodStatus, StopReason
-from podium.tournament.updater import Updater
+from podium.tournament.updater import Updater, score_of
 from podium.tournament.view import PoolView
 
 __all__ = ["MIN_ROUND_SECONDS", "Orchestrator", "TournamentReport", "open_leaderboard", "preflight"]
@@ -476,8 +476,8 @@ class Orchestrator:
                 f"{pod.id} {pod.algo} finished: {r.score_mean:.1f} ± {r.score_std:.1f} "
                 f"after {r.steps:,} steps, {r.wall_time:.0f} s -> {where}"
             )
-            target = self.config.target
-            if target is not None and r.score_mean >= target and self._time_to_target is None:
+            target = self.config.target  # judged by the score the leaderboard ranks by, as the stop is
+            if target is not None and score_of(r)[0] >= target and self._time_to_target is None:
                 self._time_to_target = elapsed
                 self.board.update_info(time_to_target=elapsed)
         elif outcome.lost:

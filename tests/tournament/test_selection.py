@@ -122,3 +122,29 @@ def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(t
             assert entry.score_mean == pod_report.selection_mean != pod_report.score_mean
     finally:
         board.close()
+
+
+def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_path):
+    """A pod whose training-time best fell short of the target but whose fresh selection score reached it
+    stops the tournament (the leaderboard ranks by the selection score): its time to target is recorded too,
+    and a training-time crossing whose selection score falls short records none."""
+    from podium.tournament import load_tournament_config
+    from podium.tournament.backends import PodOutcome, Resources
+    from podium.tournament.backends.inline import InlineBackend
+    from podium.tournament.orchestrator import Orchestrator
+
+    config = load_tournament_config(None, env="Pendulum-v1", algos={"sac": 1}, target=-150.0, seconds=60)
+    orch = Orchestrator.start(config, run_dir=tmp_path / "t", backend=InlineBackend(Resources(cpus=1)), progress=False)
+    try:
+        orch._t0, orch._elapsed0, orch._time_to_target = 0.0, 0.0, None
+        lucky = PodDir(tmp_path / "p0001")
+        _pod(orch.board, lucky.root, 1)
+        orch._collect(PodOutcome("p0001", _report(lucky, -140.0, -155.0)))
+        assert orch._time_to_target is None  # a lucky training-time score is not the target
+        real = PodDir(tmp_path / "p0002")
+        _pod(orch.board, real.root, 2)
+        orch._collect(PodOutcome("p0002", _report(real, -160.0, -148.0)))
+        assert orch._time_to_target is not None
+        assert orch.board.info()["time_to_target"] == orch._time_to_target
+    finally:
+        orch.board.close()
