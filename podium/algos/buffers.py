@@ -281,7 +281,7 @@ class GoodEpisodes:
                 f"H-term memory has observations of shape {tuple(state['obs'].shape[1:])}, "
                 f"this buffer stores {tuple(self.obs.shape[1:])}"
             )
-        self.pos, self.size, self.episodes = 0, 0, 0
+        self.pos, self.size = 0, 0
         self.length.zero_()
         returns = state["returns"][-self.returns.shape[0] :].to(self.device)
         self.returns[: returns.shape[0]] = returns
