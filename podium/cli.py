@@ -136,7 +136,7 @@ def train_command(
     num_envs: Annotated[int | None, typer.Option("--num-envs", help="training sub-environments")] = None,
     steps: Annotated[int | None, typer.Option(help="budget in env steps")] = None,
     seconds: Annotated[float | None, typer.Option(help="budget in wall-clock seconds")] = None,
-    target: Annotated[float | None, typer.Option(help="stop when the evaluation mean reaches this")] = None,
+    target: Annotated[float | None, typer.Option(help="stop once a policy is confirmed at this score")] = None,
     device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:N, mps")] = None,
     seed: Annotated[int | None, typer.Option(help="random seed")] = None,
     config: Annotated[str | None, typer.Option(help="YAML file of pod-spec fields")] = None,

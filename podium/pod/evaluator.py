@@ -57,6 +57,7 @@ __all__ = [
     "Snapshot",
     "clone_tensors",
     "confirms",
+    "lower_bound",
 ]
 
 EvalMode = Literal["process", "thread", "inline"]
@@ -77,6 +78,12 @@ class EvalResult:
     returns: tuple[float, ...]
 
 
+def lower_bound(mean: float, std: float, episodes: int, margin: float) -> float:
+    """``mean`` minus ``margin`` standard errors of it (``std / sqrt(episodes)``): the score a target is
+    compared with, by a pod's confirmation (:func:`confirms`) and by a tournament's stop alike."""
+    return mean - margin * std / max(episodes, 1) ** 0.5
+
+
 def confirms(result: EvalResult, target: float, margin: float) -> bool:
     """Whether a confirmation ``result`` establishes ``target``: its mean minus ``margin`` standard errors
     (``std / sqrt(episodes)``) is at or above it.
@@ -87,7 +94,7 @@ def confirms(result: EvalResult, target: float, margin: float) -> bool:
     a policy whose true mean is exactly the target passes a try with probability about 2%, one whose mean
     is 2 standard errors above it half the time, and one 3 above it 84% of the time.
     """
-    return result.mean - margin * result.std / max(result.episodes, 1) ** 0.5 >= target
+    return lower_bound(result.mean, result.std, result.episodes, margin) >= target
 
 
 class Evaluator:

@@ -159,7 +159,8 @@ class SelectionConfig(_Strict):
     episodes: int = Field(default=100, ge=0)
     """At the end of its round, each pod's best snapshot is re-scored on this many fresh episodes (seeds that
     training never used; ``PodSpec.select_episodes``) and ranked by that score; the stop-at-target decision uses
-    it too. 0: rank by the best training-time evaluation (the best of many noisy evaluations: optimistic)."""
+    it too (with the pods' ``confirm_margin``). 0: rank by the best training-time evaluation (the best of many
+    noisy evaluations: optimistic)."""
     margin: float = Field(default=1.0, ge=0)
     """A pod displaces the last entry of a full leaderboard only if its score is higher by more than ``margin``
     standard errors of the difference between the two scores (``sqrt(s1^2/n1 + s2^2/n2)``): a difference
@@ -200,7 +201,9 @@ class TournamentConfig(_Strict):
     """:class:`~podium.config.PodSpec` fields for every pod: its budget per round (``seconds``/``steps``),
     ``num_envs``, ``eval_episodes``, ``eval_every``, ``device``, ... (not env/algo/hparams/seed/target)."""
     target: float | None = None
-    """Stop when the leaderboard's best evaluation mean reaches this."""
+    """Stop when a leaderboard entry reaches this by the rule that stops a pod: its score's mean minus
+    ``pod.confirm_margin`` (default 2) standard errors at or above it (the mean alone with
+    ``selection.episodes: 0``; :func:`podium.tournament.scheduler.reaches`)."""
     seconds: float | None = Field(default=None, gt=0)
     """Wall-clock budget of the whole tournament (summed over resumes)."""
     steps: int | None = Field(default=None, gt=0)

@@ -112,6 +112,7 @@ _board = sa.Table(
     sa.Column("wall_time", sa.Float, nullable=False),
     sa.Column("checkpoint", sa.Text, nullable=False),
     sa.Column("created", sa.Float, nullable=False),
+    sa.Column("score_episodes", sa.Integer),
 )
 _history = sa.Table(
     "history",
@@ -155,6 +156,8 @@ class Entry:
     checkpoint: str
     created: float
     rank: int = 0
+    score_episodes: int | None = None
+    """Episodes behind ``score_mean``/``score_std`` (None: recorded by an older podium)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -42,7 +42,16 @@ from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, b
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
 from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url
-from podium.tournament.scheduler import MIN_ROUND_SECONDS, Decisions, Rules, State, decide, pool_size
+from podium.tournament.scheduler import (
+    MIN_ROUND_SECONDS,
+    Decisions,
+    Rules,
+    State,
+    decide,
+    pool_size,
+    reaches,
+    target_reached,
+)
 from podium.tournament.states import PodStatus, StopReason
 from podium.tournament.updater import Updater, score_of
 from podium.tournament.view import PoolView
@@ -355,13 +364,12 @@ class Orchestrator:
             self.view.update(self.board, self.elapsed(), self.capacity or 0)
 
     def state(self) -> State:
-        """What :func:`~podium.tournament.scheduler.decide` decides from: the database's pods and best score,
+        """What :func:`~podium.tournament.scheduler.decide` decides from: the database's pods and leaderboard,
         the backend's resources, the elapsed time and the failures in a row."""
-        entries = self.board.entries()
         return State(
             rules=self.rules,
             pods=tuple(self.board.pods()),
-            best=entries[0].score_mean if entries else None,
+            entries=tuple(self.board.entries()),
             resources=self.backend.resources(),
             elapsed=self.elapsed(),
             failures_in_row=self._failures_in_row,
@@ -476,8 +484,8 @@ class Orchestrator:
                 f"{pod.id} {pod.algo} finished: {r.score_mean:.1f} ± {r.score_std:.1f} "
                 f"after {r.steps:,} steps, {r.wall_time:.0f} s -> {where}"
             )
-            target = self.config.target  # judged by the score the leaderboard ranks by, as the stop is
-            if target is not None and score_of(r)[0] >= target and self._time_to_target is None:
+            # judged by the score the leaderboard ranks by and the rule the stop uses
+            if self._time_to_target is None and reaches(self.rules, *score_of(r)):
                 self._time_to_target = elapsed
                 self.board.update_info(time_to_target=elapsed)
         elif outcome.lost:
@@ -538,7 +546,7 @@ class Orchestrator:
             name=self.board.name,
             stop_reason=str(stop),
             elapsed=self.elapsed(),
-            reached_target=bool(target is not None and champion and champion.score_mean >= target),
+            reached_target=target_reached(self.rules, entries),
             time_to_target=self._time_to_target,
             champion=champion,
             lineage=lineage,

@@ -10,7 +10,8 @@ and carries the decisions out through a backend. This is how Ray Tune splits a s
 
 The rules, in order:
 
-1. **Stop** when the leaderboard's best reaches the target, after ``max_failures`` failures in a row,
+1. **Stop** when a leaderboard entry reaches the target by the rule that stops a pod (its mean minus
+   ``margin`` standard errors at or above it: :func:`target_reached`), after ``max_failures`` failures in a row,
    when the time budget or the step budget is spent (steps = those of every pod that is not running).
 2. **Pool size** = the pods the resources hold (``floor(cpus / cpus_per_pod)``, and the same for GPUs when
    pods need them), clamped to ``[pool.min, pool.max]``.
@@ -28,12 +29,25 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from podium.config import PodSpec
+from podium.pod.evaluator import lower_bound
 from podium.tournament.backends import Resources
 from podium.tournament.config import TournamentConfig
-from podium.tournament.leaderboard import PodRecord
+from podium.tournament.leaderboard import Entry, PodRecord
 from podium.tournament.states import PodStatus, StopReason
 
-__all__ = ["MIN_ROUND_SECONDS", "Decisions", "Rules", "State", "decide", "overhead", "pool_size", "steps_done"]
+__all__ = [
+    "MIN_ROUND_SECONDS",
+    "Decisions",
+    "Rules",
+    "State",
+    "decide",
+    "overhead",
+    "pool_size",
+    "reaches",
+    "steps_done",
+    "target_reached",
+]
 
 MIN_ROUND_SECONDS = 2.0
 """A new pod is only started if the tournament has at least this many seconds of budget left."""
@@ -41,9 +55,15 @@ MIN_ROUND_SECONDS = 2.0
 
 @dataclass(frozen=True)
 class Rules:
-    """What the config says about stopping and sizing (see :class:`~podium.tournament.config.TournamentConfig`)."""
+    """What the config says about stopping and sizing (see :class:`~podium.tournament.config.TournamentConfig`).
+
+    ``margin``: standard errors an entry's score must clear the ``target`` by — the pods' own
+    ``confirm_margin`` when entries are scored on fresh episodes (``selection.episodes`` > 0), else 0 (a
+    pod without confirmation compares its mean alone too).
+    """
 
     target: float | None = None
+    margin: float = 0.0
     seconds: float | None = None
     steps: int | None = None
     max_failures: int = 5
@@ -55,8 +75,10 @@ class Rules:
     @classmethod
     def of(cls, config: TournamentConfig) -> Rules:
         pool = config.pool
+        margin = config.pod.get("confirm_margin", PodSpec.model_fields["confirm_margin"].default)
         return cls(
             target=config.target,
+            margin=float(margin) if config.selection.episodes > 0 else 0.0,
             seconds=config.seconds,
             steps=config.steps,
             max_failures=config.max_failures,
@@ -75,7 +97,7 @@ class State:
         rules: the config's stopping and sizing rules.
         pods: every pod of the tournament, in pod order (``steps`` of a pod that is not running are its
             steps so far, see :class:`~podium.tournament.leaderboard.PodRecord`).
-        best: the leaderboard's best evaluation mean (None while it is empty).
+        entries: the leaderboard, best first.
         resources: what the backend can give the tournament now.
         elapsed: seconds the tournament has run (over all resumes).
         failures_in_row: pod failures since the last pod that finished.
@@ -83,7 +105,7 @@ class State:
 
     rules: Rules
     pods: Sequence[PodRecord]
-    best: float | None
+    entries: Sequence[Entry]
     resources: Resources
     elapsed: float
     failures_in_row: int = 0
@@ -135,10 +157,26 @@ def overhead(pods: Sequence[PodRecord]) -> float:
     return max(0.0, spent[len(spent) // 2]) if spent else 0.0
 
 
+def reaches(rules: Rules, mean: float, std: float, episodes: int | None) -> bool:
+    """Whether a score (``mean`` and ``std`` over ``episodes``) reaches ``rules.target`` by the rule a pod
+    stops by: its mean minus ``rules.margin`` standard errors (:func:`podium.pod.evaluator.lower_bound`) at
+    or above it. A score without an episode count (an entry recorded by an older podium) compares its mean
+    alone."""
+    if rules.target is None:
+        return False
+    margin = rules.margin if episodes else 0.0
+    return lower_bound(mean, std, episodes or 1, margin) >= rules.target
+
+
+def target_reached(rules: Rules, entries: Sequence[Entry]) -> bool:
+    """Whether an entry of the leaderboard :func:`reaches` the target."""
+    return any(reaches(rules, e.score_mean, e.score_std, e.score_episodes) for e in entries)
+
+
 def stop_reason(state: State) -> StopReason | None:
     """Why the tournament stops now, or None."""
     r = state.rules
-    if r.target is not None and state.best is not None and state.best >= r.target:
+    if target_reached(r, state.entries):
         return StopReason.TARGET
     if state.failures_in_row >= r.max_failures:
         return StopReason.FAILURES

@@ -64,14 +64,16 @@ class Updater:
             wall_time=float(report.wall_time),
             checkpoint=report.checkpoint,
             created=time.time(),
+            score_episodes=episodes,
         )
 
         # offered before the pod is marked finished: an orchestrator killed in between leaves the pod "running",
         # and the next one collects its report again (the same result offered twice changes nothing) instead
         # of losing it
         def displaces(new: Entry, pushed: Entry) -> bool:
-            """Higher by more than ``margin`` standard errors of the difference (the same episode count for both)."""
-            noise = math.sqrt((new.score_std**2 + pushed.score_std**2) / episodes)
+            """Higher by more than ``margin`` standard errors of the difference of the two means."""
+            pushed_episodes = pushed.score_episodes or episodes  # an entry from an older podium: assume the same
+            noise = math.sqrt(new.score_std**2 / episodes + pushed.score_std**2 / pushed_episodes)
             return new.score_mean - pushed.score_mean > self.margin * noise
 
         rank, _dropped = self.board.offer(entry, self.size, still_holds=checkpoint_holds, displaces=displaces)

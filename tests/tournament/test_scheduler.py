@@ -8,8 +8,18 @@ import uuid
 import pytest
 
 from podium.tournament.backends import Resources
-from podium.tournament.leaderboard import Leaderboard, PodRecord
-from podium.tournament.scheduler import MIN_ROUND_SECONDS, Decisions, Rules, State, decide, overhead, pool_size
+from podium.tournament.leaderboard import Entry, Leaderboard, PodRecord
+from podium.tournament.scheduler import (
+    MIN_ROUND_SECONDS,
+    Decisions,
+    Rules,
+    State,
+    decide,
+    overhead,
+    pool_size,
+    reaches,
+    target_reached,
+)
 from podium.tournament.states import (
     ACTIVE,
     FINAL,
@@ -53,11 +63,15 @@ def pod(number: int, status: str, started: float | None = None, steps: int | Non
     return PodRecord(**{**values, **fields})
 
 
+def entry(mean: float, std: float = 0.0, episodes: int | None = 100) -> Entry:
+    return Entry("p0001", None, "ppo", "CartPole-v1", {}, mean, std, 1, 1, 1.0, "/c.pt", 0.0, score_episodes=episodes)
+
+
 def state(pods=(), cpus: float = 4, gpus: float = 0, elapsed: float = 10.0, best=None, failures=0, **rules) -> State:
     return State(
         rules=Rules(**{**RULES.__dict__, **rules}),
         pods=tuple(pods),
-        best=best,
+        entries=() if best is None else (entry(best),),
         resources=Resources(cpus, gpus),
         elapsed=elapsed,
         failures_in_row=failures,
@@ -149,6 +163,36 @@ def test_running_pods_steps_count_when_they_report_or_stop():
     assert decide(state(pods, steps=11)).stop is None
     assert decide(state(pods, steps=10)).stop == StopReason.STEPS
     assert decide(state(pods, target=50.0, best=49.9)).stop is None
+
+
+def test_the_tournament_stops_at_its_target_by_the_rule_a_pod_confirms_by():
+    """One stop rule: an entry reaches the target when its mean minus ``margin`` standard errors does, as a
+    pod's confirmation (``podium.pod.evaluator.confirms``); not when its mean alone does."""
+    rules = Rules(target=-150.0, margin=2.0)
+    # 100 episodes, std 30: SE 3, so the mean must be at least -144
+    assert not reaches(rules, -145.0, 30.0, 100)
+    assert reaches(rules, -144.0, 30.0, 100)
+    assert decide(state(target=-150.0, margin=2.0, best=None)).stop is None
+    near = State(rules, (), (entry(-145.0, 30.0),), Resources(4, 0), 10.0)
+    assert decide(near).stop is None  # a mean above the target is not enough
+    steady = State(rules, (), (entry(-145.0, 30.0), entry(-146.0, 10.0)), Resources(4, 0), 10.0)
+    assert decide(steady).stop == StopReason.TARGET  # the second entry's bound is -148: any entry will do
+    assert target_reached(rules, [entry(-145.0, 30.0, episodes=None)])  # an older podium's entry: mean alone
+    assert not target_reached(Rules(target=None, margin=2.0), [entry(1e9)])
+
+
+@pytest.mark.parametrize(
+    ("pod", "selection", "margin"),
+    [({}, {}, 2.0), ({"confirm_margin": 0.5}, {}, 0.5), ({}, {"episodes": 0}, 0.0)],
+)
+def test_the_stop_margin_is_the_pods_confirmation_margin(pod, selection, margin):
+    """The margin comes from the pods' ``confirm_margin`` (default 2) when entries are scored on fresh
+    episodes; scored on the routine evaluations (``selection.episodes: 0``) the mean alone decides, as for a
+    pod whose confirmation is off."""
+    from podium.tournament.config import TournamentConfig
+
+    config = TournamentConfig(target=0.0, pod={"seconds": 5.0, **pod}, selection=selection)
+    assert Rules.of(config).margin == margin
 
 
 def test_no_new_pod_starts_in_the_last_seconds_of_the_budget():

@@ -4,6 +4,7 @@ and a pod displaces an entry of a full board only when it is better by more than
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from pathlib import Path
 
@@ -75,6 +76,19 @@ def test_a_pod_displaces_an_entry_only_by_more_than_margin_standard_errors(db_ur
     assert [e.pod_id for e in updater.board.entries()] == ["p0003"]
 
 
+def test_the_noise_of_a_difference_counts_each_scores_own_episodes(db_url, tmp_path):
+    """An entry scored on 25 episodes (say, by routine evaluations) against a pod scored on 100: the noise is
+    sqrt(3^2 / 100 + 4^2 / 25) = 0.85, not sqrt((3^2 + 4^2) / 100) = 0.5 (the newcomer's count for both)."""
+    updater = Updater(_board(db_url), size=1, margin=1.0)
+    ranks = []
+    for number, selected, std, episodes in ((1, -100.0, 4.0, 25), (2, -99.3, 3.0, 100), (3, -99.0, 3.0, 100)):
+        run = PodDir(tmp_path / f"p{number:04d}")
+        pod = _pod(updater.board, run.root, number)
+        ranks.append(updater.offer(pod, _report(run, -500.0, selected, std=std, episodes=episodes), elapsed=1.0))
+    assert ranks == [1, None, 1]  # better by 0.7: inside the noise; by 1.0: displaces
+    assert [(e.pod_id, e.score_episodes) for e in updater.board.entries()] == [("p0003", 100)]
+
+
 def test_without_a_selection_score_a_pod_is_ranked_by_its_best_evaluation(tmp_path):
     """... over the episode count of its latest routine evaluation (which sets the noise of a comparison)."""
     selected = _report(PodDir(tmp_path / "p0001"), -200.0, -150.0, std=9.0, episodes=40)
@@ -127,24 +141,33 @@ def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(t
 def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_path):
     """A pod whose training-time best fell short of the target but whose fresh selection score reached it
     stops the tournament (the leaderboard ranks by the selection score): its time to target is recorded too,
-    and a training-time crossing whose selection score falls short records none."""
+    and a training-time crossing whose selection score falls short records none. "Reached" is the pods' own
+    rule: the mean minus ``confirm_margin`` standard errors."""
     from podium.tournament import load_tournament_config
     from podium.tournament.backends import PodOutcome, Resources
     from podium.tournament.backends.inline import InlineBackend
     from podium.tournament.orchestrator import Orchestrator
+    from podium.tournament.scheduler import decide
+    from podium.tournament.states import StopReason
 
     config = load_tournament_config(None, env="Pendulum-v1", algos={"sac": 1}, target=-150.0, seconds=60)
     orch = Orchestrator.start(config, run_dir=tmp_path / "t", backend=InlineBackend(Resources(cpus=1)), progress=False)
     try:
-        orch._t0, orch._elapsed0, orch._time_to_target = 0.0, 0.0, None
+        orch._t0, orch._elapsed0, orch._time_to_target = time.monotonic(), 0.0, None
         lucky = PodDir(tmp_path / "p0001")
         _pod(orch.board, lucky.root, 1)
         orch._collect(PodOutcome("p0001", _report(lucky, -140.0, -155.0)))
         assert orch._time_to_target is None  # a lucky training-time score is not the target
-        real = PodDir(tmp_path / "p0002")
-        _pod(orch.board, real.root, 2)
-        orch._collect(PodOutcome("p0002", _report(real, -160.0, -148.0)))
+        noisy = PodDir(tmp_path / "p0002")
+        _pod(orch.board, noisy.root, 2)
+        orch._collect(PodOutcome("p0002", _report(noisy, -160.0, -149.0, std=20.0)))
+        # above the target by less than the pods' confirmation margin (2 standard errors of 2.0): not reached
+        assert orch._time_to_target is None and decide(orch.state()).stop is None
+        real = PodDir(tmp_path / "p0003")
+        _pod(orch.board, real.root, 3)
+        orch._collect(PodOutcome("p0003", _report(real, -160.0, -148.0)))  # -148 - 2 x 1.0 = the target
         assert orch._time_to_target is not None
         assert orch.board.info()["time_to_target"] == orch._time_to_target
+        assert decide(orch.state()).stop == StopReason.TARGET
     finally:
         orch.board.close()
