@@ -23,7 +23,7 @@ from podium.algos.sac import SAC, SACConfig
 from podium.config import PodSpec
 from podium.envs.base import VecEnv
 from podium.pod import EvaluationError, Evaluator, Pod
-from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot, confirms
+from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot, confirms, margin_for
 from podium.pod.pod import WIDE_MATMUL, plan_cpu
 from podium.rundir import PodDir
 from podium.store import load_checkpoint
@@ -181,6 +181,29 @@ def test_a_confirmation_just_above_the_target_is_not_enough(tmp_path, monkeypatc
     spec = spec.model_copy(update={"confirm_margin": 0.0})  # the mean alone decides
     report = Pod(spec, tmp_path / "no-margin", progress=False).run()
     assert report.reached_target and report.stop_reason == "target"
+
+
+def test_each_later_confirmation_asks_for_a_wider_margin(tmp_path, monkeypatch):
+    """A policy near the target gets a confirmation at every routine score that reaches it; with a fixed
+    margin one of many would pass by luck. Scores 476, 482, 484 +- 30 over 100 episodes (SE 3): 482 would
+    pass a first try (2 SE: 476) but not a second (2.53 SE: 474.4); 484 passes the third (2.80 SE: 475.6)."""
+    original = Evaluator.evaluate
+    scores = iter([476.0, 482.0, 484.0])
+
+    def evaluate(self, agent, seed=None):
+        result = original(self, agent, seed)
+        fixed = next(scores, 490.0) if self.env.num_envs == 100 else 600.0  # confirmations: 100 episodes
+        return EvalResult(fixed, 30.0, result.episodes, result.seconds, (fixed,) * result.episodes)
+
+    monkeypatch.setattr(Evaluator, "evaluate", evaluate)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=8192, target=475, eval_every=1024, eval_mode="inline", **FAST)
+    report = Pod(spec, tmp_path / "tries", progress=False).run()
+    assert report.reached_target and report.confirmed_mean == 484.0
+    assert [r["confirm_mean"] for r in report.curve][:3] == [476.0, 482.0, 484.0]
+    tried = sum(r["confirm_mean"] is not None for r in report.curve)  # the final policy's score is one too
+    assert load_checkpoint(PodDir(tmp_path / "tries").last)["counters"]["confirmations"] == tried >= 3
+    assert [round(margin_for(2.0, k), 2) for k in (1, 2, 3, 10)] == [2.0, 2.53, 2.80, 3.51]
+    assert margin_for(0.0, 10) == 0.0  # no margin asked: none grows
 
 
 @pytest.mark.parametrize(

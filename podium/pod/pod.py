@@ -327,6 +327,7 @@ class Pod:
         self.steps_to_target: int | None = None
         self.train_time_to_target: float | None = None
         self.confirmed: dict[str, float] | None = None  # mean, std, episodes of the confirmation that stopped it
+        self.confirmations = 0  # confirmations tried for this target: each asks for more (evaluator.margin_for)
         self.evaluations = 0
         self._next_eval = 0  # env steps of the next evaluation; 0: the first cadence step (set by run)
         self._next_snapshot = spec.snapshot_every or math.inf
@@ -370,6 +371,7 @@ class Pod:
             pod.steps_to_target = c.get("steps_to_target")
             pod.train_time_to_target = c.get("train_time_to_target")
             pod.confirmed = c.get("confirmed")
+            pod.confirmations = int(c.get("confirmations", 0))
         pod._replay = pod._read_replay(pod_dir.replay)
         return pod
 
@@ -413,6 +415,7 @@ class Pod:
             "steps_to_target": self.steps_to_target,
             "train_time_to_target": self.train_time_to_target,
             "confirmed": self.confirmed,
+            "confirmations": self.confirmations,
         }
 
     def _payload(self, agent_state: dict[str, Any] | None = None, counters: dict[str, Any] | None = None) -> dict:
@@ -622,7 +625,8 @@ class Pod:
         return EvaluatorService(
             build,
             target=spec.target if spec.confirm_episodes > 0 else None,
-            confirm_seed=spec.seed + CONFIRM_SEED_OFFSET,
+            # a resumed pod goes on with fresh confirmation seeds
+            confirm_seed=spec.seed + CONFIRM_SEED_OFFSET + self.confirmations * spec.confirm_episodes,
             mode=self.cpu_plan.eval_mode,
         )
 
@@ -660,7 +664,8 @@ class Pod:
         if spec.target is None:
             reached = False
         elif scored.confirmation is not None:
-            reached = confirms(scored.confirmation, spec.target, spec.confirm_margin)
+            self.confirmations += 1
+            reached = confirms(scored.confirmation, spec.target, spec.confirm_margin, self.confirmations)
         else:
             reached = spec.confirm_episodes == 0 and result.mean >= spec.target
         if reached and self.time_to_target is None:

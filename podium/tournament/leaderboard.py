@@ -62,6 +62,7 @@ _tournaments = sa.Table(
     sa.Column("status", sa.String(20), nullable=False, default="running"),
     sa.Column("stop_reason", sa.Text),
     sa.Column("time_to_target", sa.Float),
+    sa.Column("target_tries", sa.Integer),
     sa.Column("next_pod", sa.Integer, nullable=False, default=1),
     sa.Column("owner", sa.String(300)),
     sa.Column("heartbeat", sa.Float),

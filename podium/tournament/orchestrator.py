@@ -50,7 +50,6 @@ from podium.tournament.scheduler import (
     decide,
     pool_size,
     reaches,
-    target_reached,
 )
 from podium.tournament.states import PodStatus, StopReason
 from podium.tournament.updater import Updater, score_of
@@ -69,7 +68,7 @@ class TournamentReport:
     Attributes:
         stop_reason: ``target``, ``seconds``, ``steps``, ``failures`` or ``interrupted``.
         elapsed: wall-clock seconds the tournament ran (over all resumes).
-        time_to_target: elapsed seconds when the leaderboard first reached the target (None if never).
+        time_to_target: elapsed seconds when a pod's score first reached the target (None if never).
         champion: the best leaderboard entry; ``lineage``: its ancestry, champion first.
         entries: the whole leaderboard, best first.
         pods_started / pods_failed: counts; ``total_steps``: env steps of all finished pods.
@@ -233,6 +232,9 @@ class Orchestrator:
         )
         self.view = PoolView(config, live=progress, backend=self.backend.describe())
         self.capacity: int | None = None
+        self._time_to_target: float | None = None  # (re)read from the database when it runs
+        self._tries = 0  # pod scores at or above the target so far (each asks for a wider margin)
+        self._last_error = ""
 
     # ----------------------------------------------------------------- construction
     @classmethod
@@ -307,6 +309,8 @@ class Orchestrator:
         board = Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
         board.info()
         runner = backend if isinstance(backend, Backend) else backend_for(config)
+        if config.target != meta["config"].get("target"):  # a new target is reached (or not) anew
+            board.update_info(time_to_target=None, target_tries=0)
         if changes:
             board.update_info(config=config.model_dump(mode="json"))
             meta["config"] = config.model_dump(mode="json")
@@ -329,6 +333,7 @@ class Orchestrator:
         info = board.info()
         self._elapsed0, self._t0 = float(info["elapsed"]), time.monotonic()
         self._time_to_target = info["time_to_target"]
+        self._tries = int(info.get("target_tries") or 0)
         self._failures_in_row = 0
         self._last_error = ""
         self._last_beat = 0.0
@@ -369,7 +374,7 @@ class Orchestrator:
         return State(
             rules=self.rules,
             pods=tuple(self.board.pods()),
-            entries=tuple(self.board.entries()),
+            reached=self._time_to_target is not None,
             resources=self.backend.resources(),
             elapsed=self.elapsed(),
             failures_in_row=self._failures_in_row,
@@ -484,10 +489,15 @@ class Orchestrator:
                 f"{pod.id} {pod.algo} finished: {r.score_mean:.1f} ± {r.score_std:.1f} "
                 f"after {r.steps:,} steps, {r.wall_time:.0f} s -> {where}"
             )
-            # judged by the score the leaderboard ranks by and the rule the stop uses
-            if self._time_to_target is None and reaches(self.rules, *score_of(r)):
-                self._time_to_target = elapsed
-                self.board.update_info(time_to_target=elapsed)
+            # judged by the score the leaderboard ranks by, and by the rule that stops a pod: every score at or
+            # above the target is a try, and each try asks for a wider margin than the one before
+            mean, std, episodes = score_of(r)
+            target = self.config.target
+            if self._time_to_target is None and target is not None and mean >= target:
+                self._tries += 1
+                if reaches(self.rules, mean, std, episodes, self._tries):
+                    self._time_to_target = elapsed
+                self.board.update_info(time_to_target=self._time_to_target, target_tries=self._tries)
         elif outcome.lost:
             reason = outcome.error or "its machine went away"
             self.updater.lose(pod, reason, elapsed, steps=_curve_steps(pod))
@@ -546,7 +556,7 @@ class Orchestrator:
             name=self.board.name,
             stop_reason=str(stop),
             elapsed=self.elapsed(),
-            reached_target=target_reached(self.rules, entries),
+            reached_target=target is not None and self._time_to_target is not None,
             time_to_target=self._time_to_target,
             champion=champion,
             lineage=lineage,

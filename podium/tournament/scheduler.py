@@ -10,9 +10,10 @@ and carries the decisions out through a backend. This is how Ray Tune splits a s
 
 The rules, in order:
 
-1. **Stop** when a leaderboard entry reaches the target by the rule that stops a pod (its mean minus
-   ``margin`` standard errors at or above it: :func:`target_reached`), after ``max_failures`` failures in a row,
-   when the time budget or the step budget is spent (steps = those of every pod that is not running).
+1. **Stop** when a pod's score reached the target by the rule that stops a single pod (its mean minus a
+   margin of standard errors at or above it, the margin growing with the tries: :func:`reaches`), after
+   ``max_failures`` failures in a row, when the time budget or the step budget is spent (steps = those of
+   every pod that is not running).
 2. **Pool size** = the pods the resources hold (``floor(cpus / cpus_per_pod)``, and the same for GPUs when
    pods need them), clamped to ``[pool.min, pool.max]``.
 3. **Shrink**: beyond the pool size, the youngest running pods are preempted (they resume later).
@@ -30,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from podium.config import PodSpec
-from podium.pod.evaluator import lower_bound
+from podium.pod.evaluator import lower_bound, margin_for
 from podium.tournament.backends import Resources
 from podium.tournament.config import TournamentConfig
-from podium.tournament.leaderboard import Entry, PodRecord
+from podium.tournament.leaderboard import PodRecord
 from podium.tournament.states import PodStatus, StopReason
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
     "pool_size",
     "reaches",
     "steps_done",
-    "target_reached",
 ]
 
 MIN_ROUND_SECONDS = 2.0
@@ -57,9 +57,9 @@ MIN_ROUND_SECONDS = 2.0
 class Rules:
     """What the config says about stopping and sizing (see :class:`~podium.tournament.config.TournamentConfig`).
 
-    ``margin``: standard errors an entry's score must clear the ``target`` by — the pods' own
-    ``confirm_margin`` when entries are scored on fresh episodes (``selection.episodes`` > 0), else 0 (a
-    pod without confirmation compares its mean alone too).
+    ``margin``: standard errors a pod's score must clear the ``target`` by on the first try — the pods' own
+    ``confirm_margin`` when pods are scored on fresh episodes (``selection.episodes`` > 0), else 0 (a pod
+    without confirmation compares its mean alone too).
     """
 
     target: float | None = None
@@ -97,7 +97,7 @@ class State:
         rules: the config's stopping and sizing rules.
         pods: every pod of the tournament, in pod order (``steps`` of a pod that is not running are its
             steps so far, see :class:`~podium.tournament.leaderboard.PodRecord`).
-        entries: the leaderboard, best first.
+        reached: a pod's score reached the target (:func:`reaches`; the runner records when).
         resources: what the backend can give the tournament now.
         elapsed: seconds the tournament has run (over all resumes).
         failures_in_row: pod failures since the last pod that finished.
@@ -105,7 +105,7 @@ class State:
 
     rules: Rules
     pods: Sequence[PodRecord]
-    entries: Sequence[Entry]
+    reached: bool
     resources: Resources
     elapsed: float
     failures_in_row: int = 0
@@ -157,26 +157,22 @@ def overhead(pods: Sequence[PodRecord]) -> float:
     return max(0.0, spent[len(spent) // 2]) if spent else 0.0
 
 
-def reaches(rules: Rules, mean: float, std: float, episodes: int | None) -> bool:
-    """Whether a score (``mean`` and ``std`` over ``episodes``) reaches ``rules.target`` by the rule a pod
-    stops by: its mean minus ``rules.margin`` standard errors (:func:`podium.pod.evaluator.lower_bound`) at
-    or above it. A score without an episode count (an entry recorded by an older podium) compares its mean
-    alone."""
+def reaches(rules: Rules, mean: float, std: float, episodes: int | None, attempt: int = 1) -> bool:
+    """Whether a pod's score (``mean`` and ``std`` over ``episodes``), the tournament's ``attempt``-th at or
+    above ``rules.target``, reaches it by the rule a single pod stops by: its mean minus
+    ``margin_for(rules.margin, attempt)`` standard errors (:func:`podium.pod.evaluator.margin_for`) at or
+    above it. A tournament judges many pods as a pod confirms many snapshots, so later tries ask for more
+    in both. A score without an episode count compares its mean alone."""
     if rules.target is None:
         return False
-    margin = rules.margin if episodes else 0.0
+    margin = margin_for(rules.margin, attempt) if episodes else 0.0
     return lower_bound(mean, std, episodes or 1, margin) >= rules.target
-
-
-def target_reached(rules: Rules, entries: Sequence[Entry]) -> bool:
-    """Whether an entry of the leaderboard :func:`reaches` the target."""
-    return any(reaches(rules, e.score_mean, e.score_std, e.score_episodes) for e in entries)
 
 
 def stop_reason(state: State) -> StopReason | None:
     """Why the tournament stops now, or None."""
     r = state.rules
-    if target_reached(r, state.entries):
+    if r.target is not None and state.reached:
         return StopReason.TARGET
     if state.failures_in_row >= r.max_failures:
         return StopReason.FAILURES

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from podium.tournament.backends import Resources
-from podium.tournament.leaderboard import Entry, Leaderboard, PodRecord
+from podium.tournament.leaderboard import Leaderboard, PodRecord
 from podium.tournament.scheduler import (
     MIN_ROUND_SECONDS,
     Decisions,
@@ -18,7 +18,6 @@ from podium.tournament.scheduler import (
     overhead,
     pool_size,
     reaches,
-    target_reached,
 )
 from podium.tournament.states import (
     ACTIVE,
@@ -63,15 +62,13 @@ def pod(number: int, status: str, started: float | None = None, steps: int | Non
     return PodRecord(**{**values, **fields})
 
 
-def entry(mean: float, std: float = 0.0, episodes: int | None = 100) -> Entry:
-    return Entry("p0001", None, "ppo", "CartPole-v1", {}, mean, std, 1, 1, 1.0, "/c.pt", 0.0, score_episodes=episodes)
-
-
-def state(pods=(), cpus: float = 4, gpus: float = 0, elapsed: float = 10.0, best=None, failures=0, **rules) -> State:
+def state(
+    pods=(), cpus: float = 4, gpus: float = 0, elapsed: float = 10.0, reached=False, failures=0, **rules
+) -> State:
     return State(
         rules=Rules(**{**RULES.__dict__, **rules}),
         pods=tuple(pods),
-        entries=() if best is None else (entry(best),),
+        reached=reached,
         resources=Resources(cpus, gpus),
         elapsed=elapsed,
         failures_in_row=failures,
@@ -143,11 +140,11 @@ def test_lost_pods_resume_when_a_node_brings_room_back():
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
-        ({"target": 100.0, "best": 100.0}, StopReason.TARGET),
+        ({"target": 100.0, "reached": True}, StopReason.TARGET),
         ({"max_failures": 3, "failures": 3}, StopReason.FAILURES),
         ({"seconds": 60.0, "elapsed": 60.0}, StopReason.SECONDS),
         ({"steps": 30}, StopReason.STEPS),  # 10 finished + 20 failed/preempted
-        ({"target": 100.0, "best": 120.0, "seconds": 5.0, "elapsed": 60.0}, StopReason.TARGET),  # target first
+        ({"target": 100.0, "reached": True, "seconds": 5.0, "elapsed": 60.0}, StopReason.TARGET),  # target first
         ({"failures": 3, "seconds": 5.0, "elapsed": 60.0}, StopReason.FAILURES),
     ],
 )
@@ -162,23 +159,25 @@ def test_running_pods_steps_count_when_they_report_or_stop():
     pods = [pod(1, "finished", steps=10), pod(2, "running", steps=999), pod(3, "queued", steps=999)]
     assert decide(state(pods, steps=11)).stop is None
     assert decide(state(pods, steps=10)).stop == StopReason.STEPS
-    assert decide(state(pods, target=50.0, best=49.9)).stop is None
+    assert decide(state(pods, target=50.0, reached=False)).stop is None
 
 
 def test_the_tournament_stops_at_its_target_by_the_rule_a_pod_confirms_by():
-    """One stop rule: an entry reaches the target when its mean minus ``margin`` standard errors does, as a
-    pod's confirmation (``podium.pod.evaluator.confirms``); not when its mean alone does."""
+    """One stop rule: a pod's score reaches the target when its mean minus the margin's standard errors
+    does, as a pod's confirmation (``podium.pod.evaluator.confirms``); not when its mean alone does, and
+    each later try asks for a wider margin."""
     rules = Rules(target=-150.0, margin=2.0)
-    # 100 episodes, std 30: SE 3, so the mean must be at least -144
+    # 100 episodes, std 30: SE 3, so a first try needs a mean of at least -144
     assert not reaches(rules, -145.0, 30.0, 100)
     assert reaches(rules, -144.0, 30.0, 100)
-    assert decide(state(target=-150.0, margin=2.0, best=None)).stop is None
-    near = State(rules, (), (entry(-145.0, 30.0),), Resources(4, 0), 10.0)
-    assert decide(near).stop is None  # a mean above the target is not enough
-    steady = State(rules, (), (entry(-145.0, 30.0), entry(-146.0, 10.0)), Resources(4, 0), 10.0)
-    assert decide(steady).stop == StopReason.TARGET  # the second entry's bound is -148: any entry will do
-    assert target_reached(rules, [entry(-145.0, 30.0, episodes=None)])  # an older podium's entry: mean alone
-    assert not target_reached(Rules(target=None, margin=2.0), [entry(1e9)])
+    assert reaches(rules, -144.0, 30.0, 100, attempt=1) and not reaches(rules, -144.0, 30.0, 100, attempt=2)
+    assert reaches(rules, -142.4, 30.0, 100, attempt=2)  # 2.53 standard errors on the second try
+    assert reaches(rules, -145.0, 30.0, None)  # no episode count: the mean alone
+    assert not reaches(Rules(target=None, margin=2.0), 1e9, 0.0, 100)
+    assert reaches(Rules(target=-150.0, margin=0.0), -150.0, 30.0, 100, attempt=50)  # no margin: never grows
+    assert decide(state(target=-150.0, margin=2.0)).stop is None
+    assert decide(state(target=-150.0, margin=2.0, reached=True)).stop == StopReason.TARGET
+    assert decide(state(target=None, reached=True)).stop is None  # no target (since a resume): nothing to reach
 
 
 @pytest.mark.parametrize(
