@@ -178,3 +178,11 @@ def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_pa
         assert orch._report(StopReason.TARGET).reached_target
     finally:
         orch.board.close()
+    # resumed with the same target, it stays reached; with a new one, it is reached (or not) anew
+    for target, kept in ((-150.0, True), (-120.0, False)):
+        again = Orchestrator.resume(tmp_path / "t", backend=InlineBackend(Resources(cpus=1)), target=target)
+        try:
+            info = again.board.info()
+            assert (info["time_to_target"] is not None, info["target_tries"]) == ((True, 3) if kept else (False, 0))
+        finally:
+            again.board.close()
