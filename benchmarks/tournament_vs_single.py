@@ -54,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -440,6 +440,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated, of {', '.join(TASKS)}")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (seed indices 0..N-1)")
+    parser.add_argument("--target", type=float, default=None, help="target for every task given (default: task's)")
     parser.add_argument("--seconds", type=float, default=120.0, help="wall-clock budget per run, from its launch")
     parser.add_argument("--round", type=float, default=10.0, help="seconds per pod round in the tournament")
     parser.add_argument("--mix", default=None, help="tournament mix for every task, e.g. ppo=1,sac=2 (default: task's)")
@@ -489,6 +490,9 @@ def main() -> None:
         parser.error(f"unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.target is not None:
+        for name in tasks:
+            TASKS[name] = replace(TASKS[name], target=args.target)
     cores = args.cores or machine_cores()
     thread_counts = [int(t) for t in args.single_threads.split(",")] if args.single_threads else [cores]
     if any(t < 1 for t in thread_counts):

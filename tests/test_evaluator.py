@@ -206,6 +206,25 @@ def test_each_later_confirmation_asks_for_a_wider_margin(tmp_path, monkeypatch):
     assert margin_for(0.0, 10) == 0.0  # no margin asked: none grows
 
 
+def test_best_pt_holds_the_snapshot_that_reached_the_target(tmp_path, monkeypatch):
+    """A first confirmation of 482 +- 60 fails (SE 6: 470 < 475) although its mean is the higher; the second,
+    478 +- 10, passes (2.53 SE of 1: 475.5). The policy the pod hands back is the one that passed."""
+    original = Evaluator.evaluate
+    scores = iter([(482.0, 60.0), (478.0, 10.0)])
+
+    def evaluate(self, agent, seed=None):
+        result = original(self, agent, seed)
+        mean, std = next(scores, (499.0, 0.0)) if self.env.num_envs == 100 else (600.0, 0.0)
+        return EvalResult(mean, std, result.episodes, result.seconds, (mean,) * result.episodes)
+
+    monkeypatch.setattr(Evaluator, "evaluate", evaluate)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=8192, target=475, eval_every=1024, eval_mode="inline", **FAST)
+    report = Pod(spec, tmp_path / "best", progress=False).run()
+    assert report.reached_target and report.confirmed_mean == 478.0 and report.score_mean == 478.0
+    best = load_checkpoint(PodDir(tmp_path / "best").best)["counters"]
+    assert best["best_mean"] == 478.0 and best["steps"] == report.steps_to_target
+
+
 @pytest.mark.parametrize(
     ("mean", "std", "margin", "expected"),
     [(480.0, 0.0, 2.0, True), (476.0, 30.0, 2.0, False), (481.0, 30.0, 2.0, True), (476.0, 30.0, 0.0, True),

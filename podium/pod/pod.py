@@ -655,12 +655,6 @@ class Pod:
         spec, result, snap = self.spec, scored.result, scored.snapshot
         self.eval_time += scored.seconds
         score = scored.confirmation or result
-        if (score.mean, -score.std) > (self.best_mean, -self.best_std):
-            self.best_mean, self.best_std = score.mean, score.std
-            counters = {**snap.extra["counters"], "best_mean": score.mean, "best_std": score.std}
-            save_checkpoint(self.dir.best, self._payload(snap.state, counters))
-        # every routine score at or above the target is confirmed, so a confirmed snapshot is also the best
-        # one: best.pt holds the policy that stopped the pod
         if spec.target is None:
             reached = False
         elif scored.confirmation is not None:
@@ -668,7 +662,16 @@ class Pod:
             reached = confirms(scored.confirmation, spec.target, spec.confirm_margin, self.confirmations)
         else:
             reached = spec.confirm_episodes == 0 and result.mean >= spec.target
-        if reached and self.time_to_target is None:
+        first = reached and self.time_to_target is None
+        # best.pt holds the best-scoring snapshot until the target is reached, then the one that reached it,
+        # for good: an earlier snapshot may have scored a higher mean on a confirmation that failed (a wider
+        # spread, or a later try's wider margin), and snapshots scored after the stop do not count
+        better = (score.mean, -score.std) > (self.best_mean, -self.best_std)
+        if first or (better and self.time_to_target is None):
+            self.best_mean, self.best_std = score.mean, score.std
+            counters = {**snap.extra["counters"], "best_mean": score.mean, "best_std": score.std}
+            save_checkpoint(self.dir.best, self._payload(snap.state, counters))
+        if first:
             self.time_to_target, self.steps_to_target = self.wall_time, snap.steps
             self.train_time_to_target = self.wall_time - self.eval_wait
             if scored.confirmation is not None:
