@@ -201,9 +201,9 @@ class TournamentConfig(_Strict):
     """:class:`~podium.config.PodSpec` fields for every pod: its budget per round (``seconds``/``steps``),
     ``num_envs``, ``eval_episodes``, ``eval_every``, ``device``, ... (not env/algo/hparams/seed/target)."""
     target: float | None = None
-    """Stop when a leaderboard entry reaches this by the rule that stops a pod: its score's mean minus
-    ``pod.confirm_margin`` (default 2) standard errors at or above it (the mean alone with
-    ``selection.episodes: 0``; :func:`podium.tournament.scheduler.reaches`)."""
+    """Stop when a pod's score reaches this by the rule that stops a pod: its mean minus ``pod.confirm_margin``
+    (default 2) standard errors at or above it, a wider margin for each later score at or above the target
+    (the mean alone with ``selection.episodes: 0``; :func:`podium.tournament.scheduler.reaches`)."""
     seconds: float | None = Field(default=None, gt=0)
     """Wall-clock budget of the whole tournament (summed over resumes)."""
     steps: int | None = Field(default=None, gt=0)

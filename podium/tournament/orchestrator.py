@@ -369,8 +369,8 @@ class Orchestrator:
             self.view.update(self.board, self.elapsed(), self.capacity or 0)
 
     def state(self) -> State:
-        """What :func:`~podium.tournament.scheduler.decide` decides from: the database's pods and leaderboard,
-        the backend's resources, the elapsed time and the failures in a row."""
+        """What :func:`~podium.tournament.scheduler.decide` decides from: the database's pods, whether a pod's
+        score reached the target, the backend's resources, the elapsed time and the failures in a row."""
         return State(
             rules=self.rules,
             pods=tuple(self.board.pods()),
