@@ -242,7 +242,7 @@ def _print_tournament(report: TournamentReport, trading: bool = False) -> None:
         chain = " <- ".join(f"{p['id']} ({p['algo']}, {p['score_mean']:.1f})" for p in report.lineage)
         _say(f"champion lineage: {chain}")
     reached = report.time_to_target
-    ttt = f" (its policy first scored it {reached:.1f} s into the run)" if reached is not None else ""
+    ttt = f" ({reached:.1f} s into the run)" if reached is not None else ""
     _say(
         f"stopped after {report.elapsed:.1f} s: {escape(report.message)}{ttt}; "
         f"{report.pods_started} pods ({report.pods_failed} failed), {report.total_steps:,} env steps."

@@ -545,7 +545,7 @@ class Orchestrator:
         lineage = [asdict(p) for p in self.board.lineage(champion.pod_id)] if champion else []
         target = self.config.target
         messages = {
-            StopReason.TARGET: "the leaderboard reached the target",
+            StopReason.TARGET: "a pod's policy reached the target on fresh episodes",
             StopReason.SECONDS: "the time budget is spent",
             StopReason.STEPS: "the step budget is spent",
             StopReason.FAILURES: f"{self.config.max_failures} pods failed in a row; the last: {self._last_error}",
