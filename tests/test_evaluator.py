@@ -204,6 +204,7 @@ def test_each_later_confirmation_asks_for_a_wider_margin(tmp_path, monkeypatch):
     assert load_checkpoint(PodDir(tmp_path / "tries").last)["counters"]["confirmations"] == tried >= 3
     assert [round(margin_for(2.0, k), 2) for k in (1, 2, 3, 10)] == [2.0, 2.53, 2.80, 3.51]
     assert margin_for(0.0, 10) == 0.0  # no margin asked: none grows
+    assert margin_for(50.0, 3) == 50.0 and margin_for(8.0, 10**6) > 8.0  # far tails stay finite
 
 
 def test_best_pt_holds_the_snapshot_that_reached_the_target(tmp_path, monkeypatch):

@@ -101,7 +101,8 @@ def margin_for(margin: float, attempt: int) -> float:
     if margin <= 0 or attempt <= 1:
         return margin
     normal = NormalDist()
-    return -normal.inv_cdf(normal.cdf(-margin) / attempt**2)
+    tail = normal.cdf(-margin) / attempt**2
+    return max(margin, -normal.inv_cdf(tail)) if tail > 0 else margin  # a margin of 40 or so: beyond floats
 
 
 def confirms(result: EvalResult, target: float, margin: float, attempt: int = 1) -> bool:
