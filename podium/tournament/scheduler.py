@@ -157,16 +157,15 @@ def overhead(pods: Sequence[PodRecord]) -> float:
     return max(0.0, spent[len(spent) // 2]) if spent else 0.0
 
 
-def reaches(rules: Rules, mean: float, std: float, episodes: int | None, attempt: int = 1) -> bool:
+def reaches(rules: Rules, mean: float, std: float, episodes: int, attempt: int = 1) -> bool:
     """Whether a pod's score (``mean`` and ``std`` over ``episodes``), the tournament's ``attempt``-th at or
     above ``rules.target``, reaches it by the rule a single pod stops by: its mean minus
     ``margin_for(rules.margin, attempt)`` standard errors (:func:`podium.pod.evaluator.margin_for`) at or
     above it. A tournament judges many pods as a pod confirms many snapshots, so later tries ask for more
-    in both. A score without an episode count compares its mean alone."""
+    in both."""
     if rules.target is None:
         return False
-    margin = margin_for(rules.margin, attempt) if episodes else 0.0
-    return lower_bound(mean, std, episodes or 1, margin) >= rules.target
+    return lower_bound(mean, std, episodes, margin_for(rules.margin, attempt)) >= rules.target
 
 
 def stop_reason(state: State) -> StopReason | None:

@@ -172,7 +172,6 @@ def test_the_tournament_stops_at_its_target_by_the_rule_a_pod_confirms_by():
     assert reaches(rules, -144.0, 30.0, 100)
     assert reaches(rules, -144.0, 30.0, 100, attempt=1) and not reaches(rules, -144.0, 30.0, 100, attempt=2)
     assert reaches(rules, -142.4, 30.0, 100, attempt=2)  # 2.53 standard errors on the second try
-    assert reaches(rules, -145.0, 30.0, None)  # no episode count: the mean alone
     assert not reaches(Rules(target=None, margin=2.0), 1e9, 0.0, 100)
     assert reaches(Rules(target=-150.0, margin=0.0), -150.0, 30.0, 100, attempt=50)  # no margin: never grows
     assert decide(state(target=-150.0, margin=2.0)).stop is None
