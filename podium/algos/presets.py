@@ -53,8 +53,8 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "sde_sample_freq": 4,
         },
     ),
-    # SAC's defaults (8 envs, a gradient step per 8 env steps, tau 0.02, step sizes 3e-3) need about a
-    # thousand gradient steps for -200. Re-chosen for speed on tuning seeds 100-109 (never those BENCHMARKS.md
+    # SAC's defaults (8 envs, a gradient step per 8 env steps, tau 0.02, step sizes 3e-3) need about 850
+    # gradient steps for -200. Re-chosen for speed on tuning seeds 100-109 (never those BENCHMARKS.md
     # reports): two gradient steps per 8 env steps, target critics that follow faster (tau 0.1) and step
     # sizes of 5e-3 confirm -200 in a median of 1.5-1.9 s instead of 3.4-3.6 s, with a third of the env
     # steps (2.5k-2.8k instead of 7.6k-8.3k), and the final policies of 100k steps stay near the optimum

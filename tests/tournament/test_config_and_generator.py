@@ -139,7 +139,8 @@ def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
         **{**BASE, "algos": {"sac": 1}, "generator": {"explore": 0.0, "mutation_prob": 1.0, "mutation_scale": 4.0}}
     )
     base = effective_hparams(config.pod_spec("sac", 0))
-    parent = _entry("p0001", "sac", -150.0, 1, {**base, "tau": 0.09})
+    # the parent's step size leaves room for the whole of [1/4, 4] inside the declared range (whatever the preset)
+    parent = _entry("p0001", "sac", -150.0, 1, {**base, "tau": 0.09, "actor_lr": 1e-3})
     gen = Generator(config)
     taus, lrs = [], []
     for number in range(2, 60):
@@ -151,8 +152,8 @@ def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
         lrs.append(plan.spec.hparams["actor_lr"])
         assert set(plan.mutated) == set(SACConfig.mutable)  # mutation_prob 1: all it declares
     assert min(taus) < 0.09 and max(taus) == SACConfig.mutable["tau"][1]  # clamped to the declared range
-    assert min(lrs) >= base["actor_lr"] / 4 and max(lrs) <= base["actor_lr"] * 4 and len(set(lrs)) > 10
-    assert min(lrs) < base["actor_lr"] / 3 and max(lrs) > base["actor_lr"] * 3  # the whole of [1/4, 4]
+    assert min(lrs) >= 1e-3 / 4 and max(lrs) <= 1e-3 * 4 and len(set(lrs)) > 10
+    assert min(lrs) < 1e-3 / 3 and max(lrs) > 1e-3 * 3  # the whole of [1/4, 4]
 
 
 def test_explore_starts_fresh_pods_and_decisions_repeat_for_the_same_seed():
