@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 from podium.algos.ppo import PPOConfig
+from podium.algos.presets import PRESETS
 from podium.algos.sac import SACConfig
 from podium.config import ConfigError
 from podium.tournament import TournamentConfig, load_tournament_config
@@ -194,7 +195,13 @@ def test_a_parent_is_picked_by_rank_uniformly_or_the_best():
 def test_effective_hparams_are_the_defaults_then_the_preset_then_the_pods_own_as_stored():
     config = TournamentConfig(**{**BASE, "algos": {"ppo": 1}, "hparams": {"ppo": {"gamma": 0.9}}})
     hparams = effective_hparams(config.pod_spec("ppo", 0))
-    assert (hparams["rollout_size"], hparams["learning_rate"], hparams["gamma"]) == (2048, 1e-3, 0.9)  # Pendulum's
+    preset = PRESETS[("ppo", "Pendulum-v1")].hparams
+    assert (hparams["rollout_size"], hparams["learning_rate"], hparams["gamma"]) == (
+        preset["rollout_size"],
+        preset["learning_rate"],
+        0.9,  # the tournament's own wins over the preset's
+    )
+    assert preset["learning_rate"] != PPOConfig().learning_rate  # so the preset did fill it in
     assert hparams == json.loads(json.dumps(hparams))  # JSON types: what the database stores and gives back
     without = effective_hparams(config.pod_spec("ppo", 0, preset=False))
     assert (without["rollout_size"], without["learning_rate"], without["gamma"]) == (
