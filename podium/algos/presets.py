@@ -56,12 +56,12 @@ PRESETS: dict[tuple[str, str], Preset] = {
         },
     ),
     # SAC's defaults (8 envs, a gradient step per 8 env steps, tau 0.02, step sizes 3e-3) need about 850
-    # gradient steps for -200. Re-chosen for speed on tuning seeds 100-109 (never those BENCHMARKS.md
-    # reports): two gradient steps per 8 env steps, target critics that follow faster (tau 0.1) and step
-    # sizes of 5e-3 confirm -200 in a median of 1.5-1.9 s instead of 3.4-3.6 s, with a third of the env
-    # steps (2.5k-2.8k instead of 7.6k-8.3k), and the final policies of 100k steps stay near the optimum
-    # (-132 to -134, 5 of 5); batch 256, 4 or 16 envs, gamma 0.98 or a smaller initial alpha were no faster
-    # (BENCHMARKS.md, "Presets re-chosen for speed")
+    # gradient steps for -200. Re-chosen for speed on tuning seeds (never those BENCHMARKS.md reports): two
+    # gradient steps per 8 env steps, target critics that follow faster (tau 0.1) and step sizes of 5e-3
+    # confirm -200 in a median of 1.5-1.9 s instead of 3.4-3.6 s on seeds 100-109 (on twenty more, 200-219:
+    # 1.74 s against 3.54, worst 2.57 against 4.59) with a third of the env steps, and the final policies of
+    # 100k steps stay near the optimum (-132 to -134, 5 of 5); batch 256, 4 or 16 envs, gamma 0.98 or a
+    # smaller initial alpha were no faster (BENCHMARKS.md, "Presets re-chosen for speed")
     ("sac", "Pendulum-v1"): Preset(
         hparams={"gradient_steps": 2, "tau": 0.1, "actor_lr": 5e-3, "critic_lr": 5e-3, "alpha_lr": 5e-3}
     ),
