@@ -262,6 +262,27 @@ def test_every_ray_process_listens_on_loopback_only_and_preemption_keeps_progres
     _wait(lambda: not _alive(actor_pid), 10, "the idle actor's process to end at shutdown")
 
 
+def test_preempting_a_pod_that_already_ended_leaves_its_actor_able_to_run_the_next(cluster, tmp_path):
+    """The orchestrator may preempt a pod whose task ended a moment ago (its outcome not yet polled): its actor
+    is then idle, outside the pod's signal handling, and a SIGTERM would end its process; the next pod given
+    that actor would fail with "the pod's Ray actor died" (seen in CI when a node died mid-tournament)."""
+    backend = RayBackend(address=cluster.address, cpus_per_pod=1)
+    spec, pod_dir = _spec(steps=2048), PodDir(tmp_path / "b")
+    try:
+        backend.submit(PodJob("b", spec, pod_dir.root))
+        ref = backend._running["b"].ref  # the pod's task, to know that it ended without polling its outcome
+        _wait(lambda: ray.wait([ref], timeout=0)[0], 60, "the pod's task to end")
+        actor_pid = backend.where("b")[1]
+        backend.cancel("b")
+        time.sleep(1.0)  # a signal sent to the idle actor would have ended its process by now
+        assert _alive(actor_pid)
+        backend.submit(PodJob("c", spec, tmp_path / "c"))
+        [done] = _collect(backend)
+        assert done.pod_id == "c" and done.report is not None, done.error
+    finally:
+        backend.shutdown()
+
+
 def test_the_local_ray_cluster_listens_on_loopback_only(cluster):
     """Without an address the backend starts its own Ray cluster (the default): loopback only, too."""
     before = {port for *_, port in _listening(_descendants(os.getpid()))}

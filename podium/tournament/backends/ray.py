@@ -452,8 +452,9 @@ class RayBackend(Backend):
         return out
 
     def cancel(self, pod_id: str) -> None:
-        """Preempt a pod: SIGTERM makes it save its checkpoint and stop; its actor is then reused. An actor that
-        has not started yet, or does not stop within ``grace`` seconds, is killed."""
+        """Preempt a pod: SIGTERM makes it save its checkpoint and stop; its actor is then reused. A pod whose
+        task already ended gets no signal. An actor that has not started yet, or does not stop within ``grace``
+        seconds, is killed."""
         doubt = self._doubtful.pop(pod_id, None)
         if doubt is not None:
             self._kill(doubt.run.slot)
@@ -461,6 +462,10 @@ class RayBackend(Backend):
         if run is None:
             return
         ray = self._ray
+        ended, _ = ray.wait([run.ref], timeout=0)
+        if ended:  # the pod ended before it was preempted: its actor is idle, and SIGTERM would end its process
+            self._retire(run)
+            return
         ready, _ = ray.wait([run.slot.where], timeout=0)
         if not ready:  # the actor is not placed yet: nothing to save
             self._kill(run.slot)
@@ -476,11 +481,21 @@ class RayBackend(Backend):
             self._kill(run.slot)
             return
         done, _ = ray.wait([run.ref], timeout=self.grace)
+        if done:
+            self._retire(run, signalled=True)
+        else:
+            self._kill(run.slot)
+
+    def _retire(self, run: _Running, signalled: bool = False) -> None:
+        """Park the actor of a cancelled pod whose task ended, or kill it where it may not serve another pod:
+        the task failed, or it finished on its own while the SIGTERM was on its way (that signal then reaches
+        an idle actor, whose process it ends, so reusing it would fail the next pod)."""
         try:
-            stopped = bool(done) and isinstance(ray.get(run.ref), dict)
+            result = self._ray.get(run.ref)
         except Exception:
-            stopped = False
-        if stopped:
+            result = None
+        reusable = isinstance(result, dict) and ("interrupted" in result or not signalled)
+        if reusable:
             self._park(run.slot)
         else:
             self._kill(run.slot)
