@@ -86,7 +86,8 @@ class GeneratorConfig(_Strict):
     """Where a new pod comes from. ``leaderboard``: a free slot starts a child of a leaderboard entry (or, with
     probability ``explore``, a fresh pod); every pod is a new lineage's step. ``truncation``: population-based
     training with truncation selection: each slot of the pool is a member that keeps training round after
-    round from its own last checkpoint (same hyperparameters, optimiser and replay buffer); a member that has
+    round from its own last checkpoint (same hyperparameters, optimiser and replay buffer; with fewer slots
+    than algorithms in ``algos``, each algorithm has a member and they take turns in the slots); a member that has
     trained for at least ``ready_steps``/``ready_seconds`` since it last changed and whose score is in the
     bottom ``truncation`` fraction of its algorithm's members instead copies a member of the top fraction
     (its selected checkpoint) and mutates its hyperparameters."""

@@ -20,8 +20,9 @@ With ``scheme: truncation`` (population-based training, :meth:`Generator.next` g
 is refilled by the *member* (lineage) that finished its round first: it continues from its own last
 checkpoint with the same hyperparameters, unless it is ready (``ready_steps``/``ready_seconds`` trained since
 it last changed) and in the bottom ``truncation`` fraction of its algorithm's members, ranked by their latest
-selection score; then it copies a top-fraction member's checkpoint and mutates as in 3. Only when no member
-waits does a new member start fresh (1 and 2).
+selection score; then it copies a top-fraction member's checkpoint and mutates as in 3. A new member starts
+fresh (1 and 2) only when no member waits, or while an algorithm of the mix has no member yet: with fewer
+slots than algorithms, every algorithm gets a member and the members take turns in the slots.
 
 Decisions are drawn from a random stream seeded by (tournament seed, pod number), so a resumed
 tournament makes the same decisions it would have made.
@@ -88,16 +89,16 @@ class Generator:
         total = sum(config.algos.values())
         self.shares = {algo: weight / total for algo, weight in config.algos.items()}
 
-    def choose_algo(self, running: list[str], started: list[str]) -> str:
-        """The algorithm furthest below its share in the running pool (ties: over all pods started so far,
-        then the config's order)."""
+    def choose_algo(self, running: list[str], started: list[str], among: Sequence[str] = ()) -> str:
+        """The algorithm (of ``among``, else of the mix) furthest below its share in the running pool (ties:
+        over all pods started so far, then the config's order)."""
 
         def deficit(algo: str) -> tuple[float, float]:
             now = self.shares[algo] * (len(running) + 1) - running.count(algo)
             ever = self.shares[algo] * (len(started) + 1) - started.count(algo)
             return (now, ever)
 
-        return max(self.shares, key=deficit)
+        return max(among or self.shares, key=deficit)
 
     def next(
         self,
@@ -111,11 +112,14 @@ class Generator:
         running pods and of all pods started so far, and (``scheme: truncation``) every pod so far."""
         g = self.config.generator
         rng = np.random.default_rng([self.config.seed, number])
+        untried: list[str] = []
         if g.scheme == "truncation":
             waiting = waiting_members(pods)
-            if waiting:
+            have = {member[0].algo for member in members(pods).values()}
+            untried = [algo for algo in self.shares if algo not in have]
+            if waiting and not untried:
                 return self._next_round(waiting[0], pods, rng)
-        algo = self.choose_algo(running, started)
+        algo = self.choose_algo(running, started, among=untried)
         seed = int(rng.integers(0, 2**31 - 1))
         candidates = [e for e in entries if e.algo == algo]
         explore = g.scheme == "truncation" or rng.random() < g.explore

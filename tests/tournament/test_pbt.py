@@ -196,6 +196,52 @@ def test_a_truncation_tournament_continues_and_copies_members(tmp_path):
     board.close()
 
 
+def test_every_algorithm_of_the_mix_gets_a_member_when_slots_are_fewer_than_algorithms():
+    """Two slots, ``sac: 2, td3: 1, ppo: 1``: the member that ends first waits while PPO has no member (a member
+    per slot would never run it), then the members take turns, the earliest ended first."""
+    config = TournamentConfig(
+        **{**BASE, "algos": {"sac": 2, "td3": 1, "ppo": 1}, "generator": {"scheme": "truncation"}}
+    )
+    sac = _pod(1, -300.0, ended=10.0)
+    td3 = dataclasses.replace(_pod(2, None, status=PodStatus.RUNNING), algo="td3")
+    plan = Generator(config).next(3, [], ["td3"], ["sac", "td3"], [sac, td3])
+    assert plan.spec.algo == "ppo" and plan.lineage is None and plan.source is None  # a new member, not sac's
+    ppo = dataclasses.replace(_pod(3, None, status=PodStatus.RUNNING), algo="ppo")
+    td3 = dataclasses.replace(td3, status=PodStatus.FINISHED, score_mean=-500.0, ended=20.0)
+    plan = Generator(config).next(4, [], ["ppo"], ["sac", "td3", "ppo"], [sac, td3, ppo])
+    assert plan.spec.algo == "sac" and plan.lineage == "p0001" and plan.source == sac  # sac waited longest
+    plan = Generator(config).next(4, [], ["ppo"], ["sac", "td3", "ppo"], [td3, ppo])  # sac's member gone
+    assert plan.spec.algo == "sac" and plan.lineage is None  # ... a new one, before td3 goes again
+
+
+def test_a_one_slot_truncation_tournament_runs_each_algorithm_in_turn(tmp_path):
+    from podium.tournament import tournament
+    from podium.tournament.backends import Resources
+    from podium.tournament.backends.inline import InlineBackend
+    from podium.tournament.leaderboard import Leaderboard
+
+    report = tournament(
+        run_dir=tmp_path / "run",
+        progress=False,
+        backend=InlineBackend(Resources(cpus=1)),
+        env="Pendulum-v1",
+        algos={"sac": 1, "ppo": 1},
+        steps=4 * 512,
+        pod={"steps": 512, "eval_every": 512, "eval_episodes": 2, "tensorboard": False, "eval_mode": "inline"},
+        hparams={"sac": {"learning_starts": 256}, "ppo": {"rollout_size": 256}},
+        selection={"episodes": 0},
+        pool={"min": 1, "max": 1},
+        generator={"scheme": "truncation"},
+        seed=0,
+    )
+    board = Leaderboard(f"sqlite:///{tmp_path / 'run' / 'leaderboard.db'}", report.name)
+    pods = board.pods()
+    board.close()
+    assert [p.algo for p in pods] == ["sac", "ppo", "sac", "ppo"]
+    assert [p.lineage for p in pods] == ["p0001", "p0002", "p0001", "p0002"]  # two members, taking turns
+    assert all(p.status == PodStatus.FINISHED for p in pods)
+
+
 def test_a_tournament_searches_td3s_noise_type(tmp_path, capsys):
     """``generator.choices`` end to end: fresh pods after the first draw the noise type, pods train with
     what they drew, and the log line says which."""
