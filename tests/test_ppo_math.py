@@ -268,6 +268,47 @@ def test_the_actor_and_critic_heads_are_orthogonal_with_gains_0_01_and_1_and_use
     assert isinstance(agent.actor[1], torch.nn.ReLU) and isinstance(agent.critic[1], torch.nn.ReLU)
 
 
+def _rl_zoo_ppo_presets() -> dict[str, dict]:
+    """The PPO presets translated from rl-zoo (the MuJoCo ids): env -> hparams."""
+    from podium.algos.presets import PRESETS
+
+    return {env: p.hparams for (algo, env), p in PRESETS.items() if algo == "ppo" and env.endswith("-v5")}
+
+
+def test_ortho_init_false_keeps_pytorchs_default_init_as_sb3s_ortho_init_false():
+    """rl-zoo's tuned MuJoCo entries set ``ortho_init=False``: the heads then are not orthogonal with gains
+    0.01 and 1, and no bias is zeroed (orthogonal init zeroes them all)."""
+    torch.manual_seed(0)
+    agent = _box_agent(hidden_sizes=(8, 6), ortho_init=False)
+    linears = [m for net in (agent.actor, agent.critic) for m in net if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 6 and all(bool((m.bias != 0).all()) for m in linears)
+    assert torch.linalg.svdvals(agent.actor[-1].weight).max() > 0.05  # far from the 0.01 of the orthogonal head
+    ortho = {env: hp.get("ortho_init", True) for env, hp in _rl_zoo_ppo_presets().items()}
+    assert PPOConfig().ortho_init and ortho == {
+        "HalfCheetah-v5": False, "Hopper-v5": False, "Ant-v5": True, "Humanoid-v5": False  # as rl-zoo's entries
+    }  # fmt: skip
+
+
+def test_the_value_loss_is_half_sb3s_so_the_rl_zoo_presets_carry_twice_its_vf_coef():
+    """SB3's value loss is the mean squared error; podium's (CleanRL's) is half of it. A preset translated
+    from rl-zoo therefore carries twice rl-zoo's ``vf_coef`` (SB3's default 0.5 for Ant's entry)."""
+    agent = _box_agent()
+    batch = {
+        "obs": torch.rand(16, 3),
+        "actions": torch.rand(16, 2),
+        "logprobs": torch.zeros(16),
+        "advantages": torch.randn(16),
+        "values": torch.zeros(16),
+        "returns": torch.randn(16),
+    }
+    with torch.no_grad():
+        sb3 = torch.nn.functional.mse_loss(batch["returns"], agent.critic(batch["obs"]).squeeze(-1))
+    torch.testing.assert_close(agent.update(batch)["loss/value"], sb3 / 2)
+    coefs = {env: hp["vf_coef"] for env, hp in _rl_zoo_ppo_presets().items()}
+    rl_zoo = {"HalfCheetah-v5": 0.58096, "Hopper-v5": 0.835671, "Ant-v5": 0.5, "Humanoid-v5": 0.431892}
+    assert coefs == {env: 2 * value for env, value in rl_zoo.items()}
+
+
 def test_discrete_sampling_follows_the_softmax_and_reports_its_log_probability():
     obs_space, act_space = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Discrete(3)
     agent = PPO(obs_space, act_space, PPOConfig(), 20_000, torch.device("cpu"))

@@ -99,6 +99,10 @@ class PPOConfig(AgentConfig):
     """Hidden activation (tanh, relu, elu, silu)."""
     init_log_std: float = 0.0
     """Initial log standard deviation of the Gaussian policy (continuous actions)."""
+    ortho_init: bool = True
+    """Orthogonal initial weights (gain sqrt 2 in hidden layers, 0.01 for the policy head, 1 for the value
+    head) and zero biases, as CleanRL and SB3 do by default; False keeps PyTorch's default init (SB3's
+    ``ortho_init=False``, which rl-zoo's tuned MuJoCo entries use)."""
     h_term_lambda: float = Field(default=0.0, ge=0)
     """Weight of the H-term (module docstring); 0 = off. ElegantRL's default was 2^-3 = 0.125."""
     h_term_drop: float = Field(default=0.25, ge=0, lt=1)
@@ -136,8 +140,10 @@ class PPO(Agent):
     ) -> None:
         super().__init__(observation_space, action_space, config, num_envs, device)
         c = config
-        self.actor = mlp(self.obs_dim, c.hidden_sizes, self.action_dim, c.activation, out_gain=0.01).to(device)
-        self.critic = mlp(self.obs_dim, c.hidden_sizes, 1, c.activation, out_gain=1.0).to(device)
+        ortho = c.ortho_init
+        self.actor = mlp(self.obs_dim, c.hidden_sizes, self.action_dim, c.activation, out_gain=0.01, orthogonal=ortho)
+        self.critic = mlp(self.obs_dim, c.hidden_sizes, 1, c.activation, out_gain=1.0, orthogonal=ortho)
+        self.actor, self.critic = self.actor.to(device), self.critic.to(device)
         # state-independent log standard deviation of the Gaussian policy: a module of its own so that
         # checkpoints, parameter fusion and evaluation snapshots carry it like any network
         self.log_std_module = nn.ParameterDict(

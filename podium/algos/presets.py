@@ -167,8 +167,10 @@ PRESETS: dict[tuple[str, str], Preset] = {
     # DLR-RM/rl-baselines3-zoo@22e3ff2, written for the v4 envs, whose dynamics v5 keeps), in podium's names:
     # n_steps * n_envs -> rollout_size, batch_size -> num_minibatches = rollout_size / batch_size,
     # n_epochs -> update_epochs, clip_range -> clip_coef, normalize -> normalize_obs + normalize_reward,
-    # policy_kwargs net_arch/activation_fn/log_std_init -> hidden_sizes/activation/init_log_std. rl-zoo
-    # trains on one env; so do these (a pod spec's num_envs wins: GPU runs use thousands, see examples/).
+    # policy_kwargs net_arch/activation_fn/log_std_init/ortho_init -> hidden_sizes/activation/init_log_std/
+    # ortho_init, and vf_coef -> twice vf_coef: SB3's value loss is the mean squared error, podium's (as
+    # CleanRL's) half of it, so the same weight needs twice the coefficient. rl-zoo trains on one env; so do
+    # these (a pod spec's num_envs wins: GPU runs use thousands, see examples/).
     # PPO HalfCheetah-v4 and Hopper-v4: rl-zoo's tuned entries (its "# Tuned / 10 mujoco envs" block)
     ("ppo", "HalfCheetah-v5"): Preset(
         num_envs=1,
@@ -181,13 +183,14 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "gae_lambda": 0.92,
             "clip_coef": 0.1,
             "ent_coef": 0.000401762,
-            "vf_coef": 0.58096,
+            "vf_coef": 2 * 0.58096,
             "max_grad_norm": 0.8,
             "normalize_obs": True,
             "normalize_reward": True,
             "hidden_sizes": (256, 256),
             "activation": "relu",
             "init_log_std": -2.0,
+            "ortho_init": False,
         },
     ),
     ("ppo", "Hopper-v5"): Preset(
@@ -201,13 +204,14 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "gae_lambda": 0.99,
             "clip_coef": 0.2,
             "ent_coef": 0.00229519,
-            "vf_coef": 0.835671,
+            "vf_coef": 2 * 0.835671,
             "max_grad_norm": 0.7,
             "normalize_obs": True,
             "normalize_reward": True,
             "hidden_sizes": (256, 256),
             "activation": "relu",
             "init_log_std": -2.0,
+            "ortho_init": False,
         },
     ),
     # PPO Ant-v4: rl-zoo's "mujoco-defaults" (normalize: true, SB3's PPO defaults: n_steps 2048, batch 64,
@@ -224,6 +228,7 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "clip_coef": 0.2,
             "normalize_obs": True,
             "normalize_reward": True,
+            "vf_coef": 2 * 0.5,  # SB3's default
             "hidden_sizes": (64, 64),
             "activation": "tanh",
         },
@@ -240,13 +245,14 @@ PRESETS: dict[tuple[str, str], Preset] = {
             "gae_lambda": 0.9,
             "clip_coef": 0.3,
             "ent_coef": 0.00238306,
-            "vf_coef": 0.431892,
+            "vf_coef": 2 * 0.431892,
             "max_grad_norm": 2.0,
             "normalize_obs": True,
             "normalize_reward": True,
             "hidden_sizes": (256, 256),
             "activation": "relu",
             "init_log_std": -2.0,
+            "ortho_init": False,
         },
     ),
     # SAC, all four: rl-zoo's "mujoco-defaults" = SB3's SAC defaults (lr 3e-4, batch 256, tau 0.005,
