@@ -164,7 +164,9 @@ PRESETS: dict[tuple[str, str], Preset] = {
     ),
     # ---------------------------------------------------------------- MuJoCo locomotion (gymnasium v5 ids)
     # Not tuned by podium: rl-baselines3-zoo's hyperparameters (hyperparams/ppo.yml, sac.yml, td3.yml at
-    # DLR-RM/rl-baselines3-zoo@22e3ff2, written for the v4 envs, whose dynamics v5 keeps), in podium's names:
+    # DLR-RM/rl-baselines3-zoo@22e3ff2, written for the v4 envs; v5 keeps their dynamics, but its Ant observes
+    # contact forces too (105 values against v4's 27) and its Humanoid 348 values against 376, so those two
+    # entries were never tuned on what a v5 policy sees), in podium's names:
     # n_steps * n_envs -> rollout_size, batch_size -> num_minibatches = rollout_size / batch_size,
     # n_epochs -> update_epochs, clip_range -> clip_coef, normalize -> normalize_obs + normalize_reward,
     # policy_kwargs net_arch/activation_fn/log_std_init/ortho_init -> hidden_sizes/activation/init_log_std/
