@@ -51,6 +51,28 @@ def _population(bottom_status: PodStatus = PodStatus.FINISHED, bottom_score: flo
     return pods
 
 
+def _inline_tournament(tmp_path, cpus: int, **fields) -> list[PodRecord]:
+    """Run a small Pendulum tournament on the inline backend; its pods, oldest first."""
+    from podium.tournament import tournament
+    from podium.tournament.backends import Resources
+    from podium.tournament.backends.inline import InlineBackend
+    from podium.tournament.leaderboard import Leaderboard
+
+    report = tournament(
+        run_dir=tmp_path / "run",
+        progress=False,
+        backend=InlineBackend(Resources(cpus=cpus)),
+        env="Pendulum-v1",
+        selection={"episodes": 0},
+        **fields,
+    )
+    board = Leaderboard(f"sqlite:///{tmp_path / 'run' / 'leaderboard.db'}", report.name)
+    try:
+        return board.pods()
+    finally:
+        board.close()
+
+
 def test_the_bottom_member_copies_the_top_member_and_mutates_by_the_usual_factors():
     config = _config(mutation_prob=1.0)
     pods = _population()
@@ -161,26 +183,17 @@ def test_the_usual_perturbation_also_drives_the_leaderboard_scheme():
 
 
 def test_a_truncation_tournament_continues_and_copies_members(tmp_path):
-    from podium.tournament import tournament
-    from podium.tournament.backends import Resources
-    from podium.tournament.backends.inline import InlineBackend
-    from podium.tournament.leaderboard import Leaderboard
-
-    report = tournament(
-        run_dir=tmp_path / "run",
-        progress=False,
-        backend=InlineBackend(Resources(cpus=2)),
-        env="Pendulum-v1",
+    pods = _inline_tournament(
+        tmp_path,
+        cpus=2,
         algos={"sac": 1},
         steps=8 * 1_024,
         pod={"steps": 1_024, "eval_every": 512, "eval_episodes": 4, "tensorboard": False, "eval_mode": "inline"},
-        selection={"episodes": 0},
         pool={"min": 2, "max": 2},
         generator={"scheme": "truncation", "mutation_prob": 1.0},
         seed=3,
     )
-    board = Leaderboard(f"sqlite:///{tmp_path / 'run' / 'leaderboard.db'}", report.name)
-    pods = board.pods()
+    by_id = {p.id: p for p in pods}
     by_member: dict[str, list[PodRecord]] = {}
     for pod in pods:
         by_member.setdefault(pod.lineage, []).append(pod)
@@ -190,10 +203,9 @@ def test_a_truncation_tournament_continues_and_copies_members(tmp_path):
     continued = [p for p in rounds if p.init_checkpoint.endswith("last.pt")]
     copied = [p for p in rounds if p.init_checkpoint.endswith("best.pt")]
     assert continued and copied  # the better member goes on, the worse one copies it
-    assert all(board.pod(p.parent_id).lineage == p.lineage for p in continued)
-    assert all(board.pod(p.parent_id).lineage != p.lineage for p in copied)
+    assert all(by_id[p.parent_id].lineage == p.lineage for p in continued)
+    assert all(by_id[p.parent_id].lineage != p.lineage for p in copied)
     assert all(p.status == PodStatus.FINISHED and math.isfinite(p.score_mean) for p in pods)
-    board.close()
 
 
 def test_every_algorithm_of_the_mix_gets_a_member_when_slots_are_fewer_than_algorithms():
@@ -215,28 +227,17 @@ def test_every_algorithm_of_the_mix_gets_a_member_when_slots_are_fewer_than_algo
 
 
 def test_a_one_slot_truncation_tournament_runs_each_algorithm_in_turn(tmp_path):
-    from podium.tournament import tournament
-    from podium.tournament.backends import Resources
-    from podium.tournament.backends.inline import InlineBackend
-    from podium.tournament.leaderboard import Leaderboard
-
-    report = tournament(
-        run_dir=tmp_path / "run",
-        progress=False,
-        backend=InlineBackend(Resources(cpus=1)),
-        env="Pendulum-v1",
+    pods = _inline_tournament(
+        tmp_path,
+        cpus=1,
         algos={"sac": 1, "ppo": 1},
         steps=4 * 512,
         pod={"steps": 512, "eval_every": 512, "eval_episodes": 2, "tensorboard": False, "eval_mode": "inline"},
         hparams={"sac": {"learning_starts": 256}, "ppo": {"rollout_size": 256}},
-        selection={"episodes": 0},
         pool={"min": 1, "max": 1},
         generator={"scheme": "truncation"},
         seed=0,
     )
-    board = Leaderboard(f"sqlite:///{tmp_path / 'run' / 'leaderboard.db'}", report.name)
-    pods = board.pods()
-    board.close()
     assert [p.algo for p in pods] == ["sac", "ppo", "sac", "ppo"]
     assert [p.lineage for p in pods] == ["p0001", "p0002", "p0001", "p0002"]  # two members, taking turns
     assert all(p.status == PodStatus.FINISHED for p in pods)
@@ -245,28 +246,17 @@ def test_a_one_slot_truncation_tournament_runs_each_algorithm_in_turn(tmp_path):
 def test_a_tournament_searches_td3s_noise_type(tmp_path, capsys):
     """``generator.choices`` end to end: fresh pods after the first draw the noise type, pods train with
     what they drew, and the log line says which."""
-    from podium.tournament import tournament
-    from podium.tournament.backends import Resources
-    from podium.tournament.backends.inline import InlineBackend
-    from podium.tournament.leaderboard import Leaderboard
-
-    report = tournament(
-        run_dir=tmp_path / "run",
-        progress=False,
-        backend=InlineBackend(Resources(cpus=1)),
-        env="Pendulum-v1",
+    pods = _inline_tournament(
+        tmp_path,
+        cpus=1,
         algos={"td3": 1},
         steps=4 * 512,
         pod={"steps": 512, "eval_every": 512, "eval_episodes": 2, "tensorboard": False, "eval_mode": "inline"},
         hparams={"td3": {"learning_starts": 256}},
-        selection={"episodes": 0},
         pool={"min": 1, "max": 1},
         generator={"explore": 1.0, "choices": {"td3": {"noise_type": ["gaussian", "ou"]}}},
         seed=0,
     )
-    board = Leaderboard(f"sqlite:///{tmp_path / 'run' / 'leaderboard.db'}", report.name)
-    pods = board.pods()
-    board.close()
     assert len(pods) == 4 and pods[0].hparams["noise_type"] == "gaussian"  # the first: the preset's
     drawn = [p.hparams["noise_type"] for p in pods[1:]]
     assert set(drawn) <= {"gaussian", "ou"} and all(p.status == PodStatus.FINISHED for p in pods)
