@@ -49,3 +49,4 @@ def test_ppo_preset_swings_mountain_car_continuous_up_to_the_flag(tmp_path):
         progress=False,
     )
     assert report.reached_target, [round(row["eval_mean"], 1) for row in report.curve]
+    assert report.steps_to_target <= 4 * 64 * 256
