@@ -36,6 +36,8 @@ Usage::
     python benchmarks/tournament_vs_single.py --single-threads 2,1  # single pods on 2 threads and on 1
     python benchmarks/tournament_vs_single.py --quick              # smoke test: 1 seed, 30 s, pendulum
     python benchmarks/tournament_vs_single.py --tasks mcc --seeds 10 --seconds 90 --pbt --single-threads 1
+    python benchmarks/tournament_vs_single.py --tasks lunar --seeds 2 --first-seed 3 --out b.csv  # more seeds
+    python benchmarks/tournament_vs_single.py --table a.csv b.csv  # one table of both runs
 
 The markdown table it prints is ready for BENCHMARKS.md; the raw runs go to ``--out`` (CSV).
 """
@@ -436,10 +438,73 @@ def _round_overheads(pods: list[Any], slots: int) -> dict[str, float | None]:
     }
 
 
+def read_runs(path: Path) -> list[Run]:
+    """The runs a previous invocation wrote to ``path`` (its ``--out`` CSV)."""
+    parse = {"int": int, "float": float, "bool": lambda v: v == "True", "str": str}
+    runs = []
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            values: dict[str, Any] = {}
+            for f in fields(Run):
+                kind, optional = str(f.type).split(" | ")[0], "None" in str(f.type)
+                text = row.get(f.name, "")
+                values[f.name] = None if optional and text in ("", "None") else parse[kind](text)
+            runs.append(Run(**values))
+    return runs
+
+
+def print_table(runs: list[Run]) -> None:
+    """The markdown table for BENCHMARKS.md: a row per task and contestant, in the order they ran."""
+    print(
+        "*success* = target reached within the budget; *median t (ok)* = median time to target over the "
+        "successful runs; *median t (fail = budget)* = median over all runs with a failure counted as the "
+        "budget; *worst t* = the slowest run's time to target; times include process start-up and evaluations; "
+        "*best* = median of the best evaluation mean at "
+        "the end of the run (a run may overrun its budget by a few seconds: a pod's last iteration and final "
+        "evaluation, the tournament's last rounds, whose pods' start-up is not in their round; a target reached "
+        "then does not count as a success)."
+    )
+    print()
+    print(
+        "| task | contestant | success | median t (ok) s | median t (fail = budget) s | worst t s "
+        "| median best | median steps |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    cells = list(dict.fromkeys((r.task, r.contestant) for r in runs))
+    dashes, mixed, shown_task = False, False, None
+    for name, contestant in cells:
+        rs = [r for r in runs if r.task == name and r.contestant == contestant]
+        budget = max(r.budget_s for r in rs)
+        mixed = mixed or any(r.budget_s != budget for r in rs)
+        ok = [r.time_to_target_s for r in rs if r.reached and r.time_to_target_s is not None]
+        capped = [r.time_to_target_s if r.reached and r.time_to_target_s is not None else r.budget_s for r in rs]
+        best = median_or_none([r.best_score for r in rs if r.best_score is not None])
+        steps = median_or_none([float(r.steps) for r in rs if r.steps is not None])
+        label = contestant if contestant.startswith("single") else f"{contestant} {rs[0].algos}"
+        capped_median = median_or_none(capped)
+        capped_text = fmt(capped_median) if capped_median is not None and capped_median < budget else "—"
+        dashes = dashes or capped_text == "—"
+        cell = f"{rs[0].env} ≥ {rs[0].target:g}" if name != shown_task else ""
+        shown_task = name
+        worst = "not reached" if len(ok) < len(rs) else fmt(max(ok) if ok else None)
+        print(
+            f"| {cell} | {label} | {sum(r.reached for r in rs)}/{len(rs)} | {fmt(median_or_none(ok))} | "
+            f"{capped_text} | {worst} | {fmt(best)} | {fmt(steps, ',.0f')} |"
+        )
+    print()
+    if dashes:
+        print("— in *median t (fail = budget)*: at least half of the runs failed (the median is the budget).")
+    if mixed:
+        print("Some cells mix runs of different budgets; each failure counts as its own run's budget.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated, of {', '.join(TASKS)}")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (seed indices 0..N-1)")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="first seed index (seeds FIRST..FIRST+N-1), to add seeds to a row"
+    )
     parser.add_argument("--target", type=float, default=None, help="target for every task given (default: task's)")
     parser.add_argument("--seconds", type=float, default=120.0, help="wall-clock budget per run, from its launch")
     parser.add_argument("--round", type=float, default=10.0, help="seconds per pod round in the tournament")
@@ -468,10 +533,25 @@ def main() -> None:
         default=None,
         help="interpreter with ray[tune] and podium for --pbt (default: .venv-rllib/bin/python if it exists)",
     )
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="CSV",
+        help="print the table of runs saved in these CSVs (e.g. seeds measured on different days) and exit",
+    )
     parser.add_argument("--worker", nargs=2, metavar=("JOB", "LAUNCHED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         sys.exit(_worker(args.worker[0], float(args.worker[1])))
+    if args.table:
+        missing = [f for f in args.table if not Path(f).is_file()]
+        if missing:
+            parser.error(f"--table: no such file {missing[0]}")
+        saved = [run for f in args.table for run in read_runs(Path(f))]
+        print(f"runs from {', '.join(args.table)}")
+        print()
+        print_table(saved)
+        return
     if args.quick:
         args.seeds, args.seconds, args.tasks = 1, 30.0, "pendulum"
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -490,6 +570,8 @@ def main() -> None:
         parser.error(f"unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
+    if args.first_seed < 0:
+        parser.error("--first-seed must be at least 0")
     if args.target is not None:
         for name in tasks:
             TASKS[name] = replace(TASKS[name], target=args.target)
@@ -546,10 +628,15 @@ def main() -> None:
                 contestants.append((label, a, t))
         plan.append((name, contestants))
 
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as fh:  # a row per run as it ends: an interrupted benchmark keeps its runs
+        csv.DictWriter(fh, fieldnames=[f.name for f in fields(Run)]).writeheader()
+    seed_indices = range(args.first_seed, args.first_seed + args.seeds)
     for name, contestants in plan:
         task = TASKS[name]
         mix = _parse_mix(args.mix) if args.mix else task.mix
-        for index in range(args.seeds):
+        for index in seed_indices:
             for contestant, algo, threads in contestants:
                 tournament = algo is None
                 population = tournament or algo == "pbt"  # several pods at once, one per core
@@ -607,6 +694,8 @@ def main() -> None:
                     error=error,
                 )
                 runs.append(run)
+                with out.open("a", newline="") as fh:
+                    csv.DictWriter(fh, fieldnames=[f.name for f in fields(Run)]).writerow(asdict(run))
                 if error:
                     shown = f"ERROR {error}"
                 elif reached:
@@ -627,63 +716,18 @@ def main() -> None:
                     flush=True,
                 )
 
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=[f.name for f in fields(Run)])
-        writer.writeheader()
-        for run in runs:
-            writer.writerow(asdict(run))
-
     print()
     print(f"Machine: {machine}.")
     print(
         f"Budget {args.seconds:g} s of wall-clock per run, counted from the launch of the run's process; "
-        f"{args.seeds} seed(s) (indices 0–{args.seeds - 1}) per cell, runs one at a time. "
+        f"{args.seeds} seed(s) (indices {seed_indices[0]}–{seed_indices[-1]}) per cell, runs one at a time. "
         f"Tournament: process backend, {cores} pods × 1 thread, {args.round:g} s rounds. "
         f"Single pod: podium's defaults and presets, {threads_text} torch thread(s)."
-    )
-    print(
-        "*success* = target reached within the budget; *median t (ok)* = median time to target over the "
-        "successful runs; *median t (fail = budget)* = median over all runs with a failure counted as the "
-        "budget; *worst t* = the slowest run's time to target; times include process start-up and evaluations; "
-        "*best* = median of the best evaluation mean at "
-        "the end of the run (a run may overrun its budget by a few seconds: a pod's last iteration and final "
-        "evaluation, the tournament's last rounds, whose pods' start-up is not in their round; a target reached "
-        "then does not count as a success)."
     )
     print()
     print(f"`{command}`")
     print()
-    dashes = False
-    print(
-        "| task | contestant | success | median t (ok) s | median t (fail = budget) s | worst t s "
-        "| median best | median steps |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for name, contestants in plan:
-        task = TASKS[name]
-        first = True
-        for contestant, algo, _ in contestants:
-            rs = [r for r in runs if r.task == name and r.contestant == contestant]
-            ok = [r.time_to_target_s for r in rs if r.reached and r.time_to_target_s is not None]
-            capped = [r.time_to_target_s if r.reached and r.time_to_target_s is not None else args.seconds for r in rs]
-            best = median_or_none([r.best_score for r in rs if r.best_score is not None])
-            steps = median_or_none([float(r.steps) for r in rs if r.steps is not None])
-            label = f"{contestant} {rs[0].algos}" if algo in (None, "pbt") and rs else contestant
-            capped_median = median_or_none(capped)
-            capped_text = fmt(capped_median) if capped_median is not None and capped_median < args.seconds else "—"
-            dashes = dashes or capped_text == "—"
-            cell = f"{task.env} ≥ {task.target:g}" if first else ""
-            first = False
-            worst = "not reached" if len(ok) < len(rs) else fmt(max(ok) if ok else None)
-            print(
-                f"| {cell} | {label} | {sum(r.reached for r in rs)}/{len(rs)} | {fmt(median_or_none(ok))} | "
-                f"{capped_text} | {worst} | {fmt(best)} | {fmt(steps, ',.0f')} |"
-            )
-    print()
-    if dashes:
-        print("— in *median t (fail = budget)*: at least half of the runs failed (the median is the budget).")
+    print_table(runs)
     print(f"raw runs: {out}")
 
 
