@@ -38,6 +38,7 @@ Usage::
     python benchmarks/tournament_vs_single.py --tasks mcc --seeds 10 --seconds 90 --pbt --single-threads 1
     python benchmarks/tournament_vs_single.py --tasks lunar --seeds 2 --first-seed 3 --out b.csv  # more seeds
     python benchmarks/tournament_vs_single.py --table a.csv b.csv  # one table of both runs
+    python benchmarks/tournament_vs_single.py --tasks lunar --schemes "" --single "" --pbt  # Ray Tune PBT alone
 
 The markdown table it prints is ready for BENCHMARKS.md; the raw runs go to ``--out`` (CSV).
 """
@@ -80,6 +81,7 @@ TASKS: dict[str, Task] = {
     "bipedal": Task("BipedalWalker-v3", 300.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
 }
 DEFAULT_TASKS = "pendulum,acrobot"
+BOX2D_ENVS = ("LunarLanderContinuous-v3", "BipedalWalker-v3")
 SCHEME_LABELS = {"leaderboard": "tournament", "truncation": "tournament (truncation)"}
 
 
@@ -332,6 +334,9 @@ def _ray_tune_pbt(job: dict[str, Any], launched: float) -> dict[str, Any]:
     finally:
         ray.shutdown()
     frames = [r.metrics_dataframe for r in grid if r.metrics_dataframe is not None and len(r.metrics_dataframe)]
+    errors = [r.error for r in grid if r.error]
+    if errors and not frames:  # nothing trained: say why rather than report a run that did not reach
+        raise RuntimeError(f"every Ray Tune trial failed; the first: {errors[0]}")
     reached = [t for f in frames for t, ok in zip(f["reached_at"], f["reached"], strict=True) if ok]
     best = max((float(f["best"].max()) for f in frames), default=None)
     champion = None
@@ -509,7 +514,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0, help="wall-clock budget per run, from its launch")
     parser.add_argument("--round", type=float, default=10.0, help="seconds per pod round in the tournament")
     parser.add_argument("--mix", default=None, help="tournament mix for every task, e.g. ppo=1,sac=2 (default: task's)")
-    parser.add_argument("--single", default=None, help="algorithms run as a single pod, e.g. sac,td3 (default: mix)")
+    parser.add_argument(
+        "--single", default=None, help='algorithms run as a single pod, e.g. sac,td3 (default: mix; "": none)'
+    )
     parser.add_argument(
         "--single-threads", default=None, help="torch threads of a single pod, comma-separated (default: cores)"
     )
@@ -556,7 +563,7 @@ def main() -> None:
         args.seeds, args.seconds, args.tasks = 1, 30.0, "pendulum"
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     for name in tasks:
-        if TASKS[name].env in ("LunarLanderContinuous-v3", "BipedalWalker-v3"):
+        if TASKS[name].env in BOX2D_ENVS:
             try:
                 import Box2D  # noqa: F401
                 import pygame  # noqa: F401
@@ -605,12 +612,14 @@ def main() -> None:
     if args.pbt:
         local = Path(__file__).resolve().parent.parent / ".venv-rllib" / "bin" / "python"
         pbt_python = args.pbt_python or (str(local) if local.is_file() else sys.executable)
-        probe = subprocess.run([pbt_python, "-c", "import ray.tune, podium"], capture_output=True, text=True)
+        box2d = any(TASKS[name].env in BOX2D_ENVS for name in tasks)
+        code = "import ray.tune, podium" + (", Box2D" if box2d else "")
+        probe = subprocess.run([pbt_python, "-c", code], capture_output=True, text=True)
         if probe.returncode:
             parser.error(
-                f"--pbt: {pbt_python} cannot import ray.tune and podium; make an environment with both "
-                '(python3 -m venv .venv-rllib && .venv-rllib/bin/pip install torch==2.13.0 -e . "ray[tune]==2.60.0") '
-                "or name one with --pbt-python"
+                f"--pbt: {pbt_python} cannot import ray.tune and podium{' and Box2D' if box2d else ''}; make an "
+                "environment with them (python3 -m venv .venv-rllib && .venv-rllib/bin/pip install torch==2.13.0 "
+                f'-e . "ray[tune]==2.60.0"{" box2d==2.3.10 pygame-ce" if box2d else ""}) or name one with --pbt-python'
             )
         print(f"Ray Tune PBT runs with {pbt_python}", flush=True)
 
@@ -618,7 +627,10 @@ def main() -> None:
     plan: list[tuple[str, list[tuple[str, str | None, int]]]] = []
     for name in tasks:
         mix = _parse_mix(args.mix) if args.mix else TASKS[name].mix
-        singles = [a.strip().lower() for a in args.single.split(",")] if args.single else list(mix)
+        # --single "": no single pods (e.g. to add Ray Tune PBT runs to a row)
+        singles = (
+            [a.strip().lower() for a in args.single.split(",") if a.strip()] if args.single is not None else list(mix)
+        )
         contestants: list[tuple[str, str | None, int]] = [(SCHEME_LABELS[s], None, 1) for s in schemes]
         if args.pbt:
             contestants.append(("ray tune pbt", "pbt", 1))
