@@ -124,10 +124,13 @@ class Policy:
         from podium.envs import make
 
         spec = self.spec
-        eval_env = make(
-            env or spec.env, num_envs=episodes, device=self.agent.device, **{**spec.env_kwargs, **spec.eval_env_kwargs}
-        )
-        result = Evaluator(eval_env, seed=seed).evaluate(self.agent)
+        kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
+        native = spec.native_env if env is None else True  # the implementation it trained on, unless told
+        eval_env = make(env or spec.env, num_envs=episodes, device=self.agent.device, native=native, **kwargs)
+        try:
+            result = Evaluator(eval_env, seed=seed).evaluate(self.agent)
+        finally:
+            eval_env.close()
         return result.mean, result.std
 
     def __repr__(self) -> str:

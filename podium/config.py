@@ -64,7 +64,8 @@ class PodSpec(BaseModel):
     seconds: float | None = Field(default=None, gt=0)
     """Budget in wall-clock seconds."""
     target: float | None = None
-    """Stop as soon as the evaluation mean reaches this score."""
+    """Stop as soon as a snapshot's evaluation mean reaches this score and its confirmation on fresh episodes
+    (``confirm_episodes``, ``confirm_margin``) does too."""
     eval_episodes: int = Field(default=32, gt=0)
     """Episodes per evaluation, run in parallel."""
     eval_every: int | None = Field(default=None, gt=0)

@@ -147,6 +147,15 @@ def test_good_episodes_keep_only_episodes_at_or_above_the_drop_quantile_of_recen
     assert sorted(good.obs[: good.size, 0].tolist()) == [1.0, 2.0, 5.0, 9.0]
 
 
+def test_good_episodes_remember_the_latest_returns_when_more_episodes_end_at_once_than_the_history_holds():
+    good = GoodEpisodes(6, 4, 100, 1, (), torch.long, 1.0, 0.5, CPU, history=4)
+    totals = torch.arange(1.0, 7.0)  # six one-step episodes end together: returns 1..6
+    good.add(totals[:, None], torch.zeros(6, dtype=torch.long), totals, torch.ones(6, dtype=torch.bool))
+    assert good.episodes == 6 and sorted(good.returns.tolist()) == [3.0, 4.0, 5.0, 6.0]  # the last four
+    good.add(torch.full((6, 1), 9.0), torch.zeros(6, dtype=torch.long), torch.full((6,), 9.0), torch.zeros(6) < 1)
+    assert good.returns.tolist() == [9.0] * 4
+
+
 def test_good_episodes_cut_a_long_episode_into_segments_and_wrap_the_ring():
     good = _good(num_envs=1, max_len=3, capacity=4, gamma=1.0)
     for t in range(7):  # one long episode: segments [0, 1, 2], [3, 4, 5] are scored; step 6 is staged

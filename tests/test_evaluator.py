@@ -171,6 +171,17 @@ def test_only_a_confirmed_score_stops_a_pod_at_its_target(tmp_path, monkeypatch)
     assert best["counters"]["steps"] == report.steps_to_target and best["counters"]["best_mean"] == 480.0
 
 
+def test_an_inline_pod_stops_at_the_learning_phase_whose_snapshot_confirmed(tmp_path, monkeypatch):
+    """Inline, a snapshot is scored after its phase's budget check: the target it confirms ends the run there,
+    not after one more learning phase (whose policy last.pt would then hold, and whose time the user waits)."""
+    _slow(monkeypatch, 0.0, routine=600.0, confirmation=480.0)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=8192, target=475, eval_every=1024, eval_mode="inline", **FAST)
+    report = Pod(spec, tmp_path, progress=False).run()
+    assert report.reached_target and report.stop_reason == "target"
+    assert report.steps == report.steps_to_target < 8192
+    assert load_checkpoint(PodDir(tmp_path).last)["counters"]["steps"] == report.steps_to_target
+
+
 def test_a_confirmation_just_above_the_target_is_not_enough(tmp_path, monkeypatch):
     # 476 +- 30 over 100 episodes: a standard error of 3, so the true mean may well be under 475
     _slow(monkeypatch, 0.0, routine=600.0, confirmation=476.0, std=30.0)

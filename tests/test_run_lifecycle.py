@@ -17,11 +17,12 @@ import yaml
 from typer.testing import CliRunner
 
 import podium
+import podium.envs as podium_envs
 from podium.cli import app
 from podium.config import PodSpec
 from podium.pod import Pod, PodInterrupted
 from podium.rundir import PodDir, RunDirError
-from podium.store import load_checkpoint
+from podium.store import load_checkpoint, save_checkpoint
 from podium.tournament import tournament
 
 FAST = {"tensorboard": False, "eval_episodes": 8}
@@ -205,6 +206,40 @@ def test_resume_with_another_target_judges_it_anew(tmp_path):
     assert again.reached_target and "already reached its target" in again.message
     harder = podium.train(resume=run_dir, steps=first.steps + 1024, target=-1.0)  # out of reach so soon
     assert not harder.reached_target and harder.time_to_target is None and harder.stop_reason == "steps"
+
+
+def test_resume_keeps_a_best_snapshot_scored_after_the_last_checkpoint(tmp_path):
+    """best.pt is written whenever a better snapshot is scored, last.pt every ``checkpoint_every`` seconds: a
+    run killed in between resumes with best.pt's score as its best, so a worse snapshot cannot replace it."""
+    run_dir = tmp_path / "run"
+    podium.train("Pendulum-v1", "ppo", steps=1024, run_dir=run_dir, **FAST)
+    best = PodDir(run_dir).best
+    payload = load_checkpoint(best)
+    payload["counters"].update(best_mean=1e6, best_std=0.0)  # as if scored after last.pt was written
+    save_checkpoint(best, {k: v for k, v in payload.items() if k != "format"})
+    assert Pod.resume(run_dir, progress=False).best_mean == 1e6
+    report = podium.train(resume=run_dir, steps=2048)
+    assert report.steps == 2048 and report.score_mean == 1e6
+    assert load_checkpoint(best)["counters"]["best_mean"] == 1e6
+
+
+def test_a_loaded_policy_is_scored_on_the_env_implementation_it_trained_on(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, native_env=False, **FAST)
+    made, original = [], podium_envs.make
+
+    def make(*args, **kwargs):
+        env = original(*args, **kwargs)
+        made.append((kwargs.get("native"), env))
+        return env
+
+    monkeypatch.setattr(podium_envs, "make", make)
+    policy = podium.load(run_dir)
+    mean, _ = policy.evaluate(episodes=4)
+    assert made[-1][0] is False and mean < 0  # gymnasium's own Pendulum, as in training
+    assert made[-1][1].closed  # and its env is closed afterwards
+    policy.evaluate(episodes=4, env="Pendulum-v1")  # another env named: podium's own implementation
+    assert made[-1][0] is True
 
 
 def test_resume_refuses_fields_it_cannot_change(tmp_path):

@@ -242,8 +242,10 @@ class GoodEpisodes:
         rewards = self.stage_rewards[envs] * valid
         return_to_go = rewards @ self.discount  # [E, M]
         totals = rewards.sum(1)
-        slots = (torch.arange(len(envs), device=self.device) + self.episodes) % self.returns.shape[0]
-        self.returns[slots] = totals
+        history = self.returns.shape[0]
+        latest = totals[-history:]  # more episodes than the ring holds may end at once: keep the last of them
+        slots = (torch.arange(len(latest), device=self.device) + self.episodes + len(envs) - len(latest)) % history
+        self.returns[slots] = latest
         self.episodes += len(envs)
         recent = self.returns[: min(self.episodes, self.returns.shape[0])]
         floor = torch.quantile(recent, self.drop) if self.drop > 0 else recent.min()

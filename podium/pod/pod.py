@@ -133,7 +133,10 @@ class PodReport:
         confirmed_mean / confirmed_std / confirmed_episodes: the confirmation that stopped the pod.
         selection_mean / selection_std / selection_episodes: with ``spec.select_episodes``, the best
             snapshot (``checkpoint``) re-scored on that many fresh episodes at the end of the run: an
-            unbiased score, unlike the best of many noisy evaluations (what a tournament ranks by).
+            unbiased score, unlike the best of many noisy evaluations (what a tournament ranks by). A pod
+            that stopped at its target reports the confirmation that stopped it when that had as many
+            episodes (fresh seeds too, but only a passing confirmation stops a pod, so it leans high by a
+            fraction of its standard error; passing needed ``confirm_margin`` of them above the target).
         stop_reason: ``target``, ``steps`` or ``seconds``.
         eval_time: seconds the evaluator spent scoring (beside training unless ``eval_mode`` is inline).
         message: a note for the user (e.g. why a resumed run had nothing to do), or "".
@@ -364,6 +367,10 @@ class Pod:
         pod.eval_wait = float(c.get("eval_wait", pod.eval_time))
         pod.evaluations = int(c.get("evaluations", 0))
         pod.best_mean, pod.best_std = float(c["best_mean"]), float(c["best_std"])
+        if pod_dir.best.is_file():  # best.pt may be newer than last.pt (a crash between two checkpoints)
+            b = load_checkpoint(pod_dir.best)["counters"]
+            if (float(b["best_mean"]), -float(b["best_std"])) > (pod.best_mean, -pod.best_std):
+                pod.best_mean, pod.best_std = float(b["best_mean"]), float(b["best_std"])
         pod._next_eval = int(c["next_eval"])
         pod._next_snapshot = float(c.get("next_snapshot", spec.snapshot_every or math.inf))
         if spec.target == old.target:  # a new target is reached (or not) anew
@@ -542,6 +549,8 @@ class Pod:
                         self._submit(service)
                         for scored in service.results():  # inline mode: scored already
                             last = self._record(scored, curve, logger)
+                        if stop is None and group is None and self._budget_left(start, base_wall) == "target":
+                            stop = "target"  # confirmed just now: stop here, not after another learning phase
                     if self.wall_time >= self._next_snapshot:
                         while self._next_snapshot <= self.wall_time:
                             self._next_snapshot += spec.snapshot_every or math.inf
