@@ -113,9 +113,10 @@ class PodSpec(BaseModel):
     curse), a fresh score is not. Tournaments rank pods by it. 0 = off."""
     learners: int = Field(default=1, ge=1)
     """Learner processes in this pod (the paper's learner parallelism). Each collects from its own envs
-    (``num_envs`` sub-envs, other seeds) and learns; all of them average their networks, normaliser
-    statistics and optimiser moments every ``fuse_every`` learning phases (``torch.distributed`` with gloo,
-    bound to the loopback interface). Env steps count every learner's. 1 = the usual single learner."""
+    (``num_envs`` sub-envs, other seeds) and learns; all of them average their networks and optimiser
+    moments, and pool their normaliser statistics, every ``fuse_every`` learning phases
+    (``torch.distributed`` with gloo, bound to the loopback interface). Env steps count every learner's.
+    1 = the usual single learner."""
     workers: int = Field(default=0, ge=0)
     """Rollout-worker processes (the paper's worker parallelism, pipelined). 0 (default): the pod steps its
     env itself, between learning phases. ``W >= 1``: W processes, each stepping ``num_envs / W`` sub-envs of

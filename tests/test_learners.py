@@ -15,10 +15,11 @@ import torch
 
 import podium
 from podium.algos import get_algo
+from podium.algos.normalization import RunningMeanStd
 from podium.config import PodSpec
 from podium.envs import make
 from podium.pod import Pod
-from podium.pod.learner import FusionGroup, average_agents, fusable_tensors, step_counters
+from podium.pod.learner import FusionGroup, Learner, average_agents, fusable_tensors, step_counters
 from podium.pod.pod import LearnerError
 from podium.pod.worker import Worker
 
@@ -78,6 +79,36 @@ def test_after_a_fusion_every_learner_holds_exactly_the_average(tmp_path, algo):
             torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
         for got, want in zip(result["steps"], step_counters(expected[0]), strict=True):
             assert torch.equal(got, want)  # learner 0's step counts
+
+
+def test_fused_normalisers_hold_the_statistics_of_every_learners_data():
+    # two learners share their statistics, then each sees its own data (different means and spreads); after a
+    # fusion both must hold the statistics of the shared data and of both learners' data, as one normaliser
+    # that saw it all would, and a second fusion (from the first one's base) must stay exact
+    torch.manual_seed(0)
+    env = make("Pendulum-v1", num_envs=4)
+    cls = get_algo("ppo")
+    agents = [
+        cls(env.single_observation_space, env.single_action_space, cls.Config(), 4, torch.device("cpu"))
+        for _ in range(2)
+    ]
+    reference = RunningMeanStd((3,))
+    shared = torch.randn(500, 3, dtype=torch.float64)
+    for norm in [reference, *(a.obs_rms for a in agents)]:
+        norm.update(shared)
+    agents[1].load_state_dict(agents[0].state_dict())  # a learner starts from learner 0's state
+    for agent in agents:
+        Learner(agent)  # as a pod's learners start
+    for rounds in range(2):
+        chunks = [torch.randn(300 + 200 * k, 3, dtype=torch.float64) * (1 + 2 * k) + 3 * k - rounds for k in (0, 1)]
+        for agent, chunk in zip(agents, chunks, strict=True):
+            agent.obs_rms.update(chunk[:100])
+            agent.obs_rms.update(chunk[100:])
+            reference.update(chunk)
+        average_agents(agents)
+        for agent in agents:
+            for name in ("count", "mean", "var"):
+                torch.testing.assert_close(getattr(agent.obs_rms, name), getattr(reference, name), rtol=1e-12, atol=0)
 
 
 def test_fusion_covers_moments_and_normalisers_but_not_step_counts():

@@ -1,4 +1,4 @@
-"""Running normalisers for observations and rewards, kept as module buffers (saved, moved, averaged)."""
+"""Running normalisers for observations and rewards, kept as module buffers (saved, moved, pooled by fusion)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
         self.register_buffer("count", torch.tensor(eps, dtype=torch.float64))
+        # the statistics every learner of a pod shares (at its start, a load, or the last fusion): fusion adds
+        # each learner's data since then (see :meth:`to_fusable`); transient, so not saved
+        for name in ("mean", "var", "count"):
+            self.register_buffer(f"shared_{name}", getattr(self, name).clone(), persistent=False)
+        self.register_load_state_dict_post_hook(lambda module, incompatible: module.mark_shared())
         self.clip, self.eps = clip, eps
 
     @torch.no_grad()
@@ -30,6 +35,41 @@ class RunningMeanStd(nn.Module):
         self.mean += delta * n / total
         self.var.copy_((self.var * self.count + batch_var * n + delta.square() * self.count * n / total) / total)
         self.count.copy_(total)
+
+    @torch.no_grad()
+    def mark_shared(self) -> None:
+        """Note the current statistics as those every learner shares (the base of the next fusion)."""
+        self.shared_mean.copy_(self.mean)
+        self.shared_var.copy_(self.var)
+        self.shared_count.copy_(self.count)
+
+    @torch.no_grad()
+    def to_fusable(self, learners: int) -> None:
+        """Turn the buffers, in place, into moments whose element-wise mean over ``learners`` learners is the
+        pooled statistics of all their data; :meth:`from_fusable` turns the fused moments back.
+
+        Each learner's statistics are the shared base (``n0`` samples, mean ``m0``, variance ``v0``) plus its
+        own data since. With the moments about ``m0`` (count ``n``, first ``n (mean - m0)``, second
+        ``n (var + (mean - m0)^2)``), learner k writes ``base + K (moments_k - base)``; the mean over the K
+        learners is then ``base + sum_k (moments_k - base)``: the base once and every learner's data once.
+        (Averaging mean, variance and count directly would drop the spread between learners' means and
+        weigh new data K times too little.)
+        """
+        n0, m0, v0 = self.shared_count, self.shared_mean, self.shared_var
+        centred = self.mean - m0
+        first = self.count * centred
+        second = self.count * (self.var + centred.square())
+        self.count.copy_(n0 + learners * (self.count - n0))
+        self.mean.copy_(learners * first)
+        self.var.copy_(n0 * v0 + learners * (second - n0 * v0))
+
+    @torch.no_grad()
+    def from_fusable(self) -> None:
+        """Back from fused moments (see :meth:`to_fusable`) to mean and variance; they become the shared base."""
+        centred = self.mean / self.count
+        self.var.copy_((self.var / self.count - centred.square()).clamp_min(0.0))
+        self.mean.copy_(self.shared_mean + centred)
+        self.mark_shared()
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         std = torch.sqrt(self.var + self.eps).to(x.dtype)

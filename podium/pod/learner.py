@@ -2,8 +2,9 @@
 
 The paper's learner runs the algorithm's learning phase (``agent.learn``). With several learners, each
 trained on its own workers' data, their *parameters* are fused at the end of a learning phase by
-element-wise averaging — networks, normaliser statistics and optimiser moments — not by all-reducing
-gradients at every step.
+element-wise averaging — networks and optimiser moments — not by all-reducing gradients at every step.
+Normaliser statistics are pooled instead: after a fusion every learner holds the mean and variance of all
+the learners' data (:meth:`~podium.algos.normalization.RunningMeanStd.to_fusable`).
 
 * :func:`average_agents` fuses agents that live in one process (tests, tools).
 * :class:`FusionGroup` fuses the agents of K learner *processes* with one ``torch.distributed``
@@ -11,7 +12,8 @@ gradients at every step.
   ``learners: K`` runs learner 0 itself and starts learners 1..K-1; see :mod:`podium.pod.pod`.
 
 What is fused: every floating-point tensor in the agent's modules (parameters and buffers, e.g. PPO's
-``log_std`` and observation statistics) and every floating-point optimiser state tensor with a shape
+``log_std`` and observation statistics, the latter as pooled moments) and every floating-point optimiser
+state tensor with a shape
 (Adam's first and second moments). Integer and scalar optimiser state (Adam's step count) is equal on
 every learner after equal numbers of updates and is left alone.
 """
@@ -29,8 +31,9 @@ import torch
 import torch.distributed as dist
 
 from podium.algos.base import Agent
+from podium.algos.normalization import RunningMeanStd
 
-__all__ = ["FusionGroup", "Learner", "average_agents", "fusable_tensors"]
+__all__ = ["FusionGroup", "Learner", "average_agents", "fusable_tensors", "normalisers"]
 
 
 def fusable_tensors(agent: Agent) -> list[torch.Tensor]:
@@ -51,6 +54,11 @@ def step_counters(agent: Agent) -> list[torch.Tensor]:
     return [s["step"] for s in _optimiser_states(agent) if torch.is_tensor(s.get("step"))]
 
 
+def normalisers(agent: Agent) -> list[RunningMeanStd]:
+    """The agent's running normalisers, which fusion pools rather than averages."""
+    return [m for module in agent.modules().values() for m in module.modules() if isinstance(m, RunningMeanStd)]
+
+
 def _optimiser_states(agent: Agent) -> list[dict[str, Any]]:
     return [
         optimizer.state.get(param, {})
@@ -62,8 +70,9 @@ def _optimiser_states(agent: Agent) -> list[dict[str, Any]]:
 
 @torch.no_grad()
 def average_agents(agents: Sequence[Agent]) -> None:
-    """Replace every agent's fusable tensors (see :func:`fusable_tensors`) by their element-wise mean and
-    its step counts by the first agent's.
+    """Replace every agent's fusable tensors (see :func:`fusable_tensors`) by their element-wise mean, its
+    normalisers by the pooled statistics of every agent's data since their shared base (the same start, a
+    load, or the last fusion), and its step counts by the first agent's.
 
     All agents must be of one algorithm and architecture, with the same optimiser state layout.
     """
@@ -73,6 +82,9 @@ def average_agents(agents: Sequence[Agent]) -> None:
     steps = [step_counters(a) for a in agents]
     if len({len(c) for c in columns}) != 1 or len({len(c) for c in steps}) != 1:
         raise ValueError("agents to fuse differ in their state (another algorithm, or optimisers not yet stepped)")
+    for agent in agents:
+        for rms in normalisers(agent):
+            rms.to_fusable(len(agents))
     for tensors in zip(*columns, strict=True):
         mean = torch.stack([t.to(tensors[0].device) for t in tensors]).mean(0)
         for t in tensors:
@@ -80,6 +92,9 @@ def average_agents(agents: Sequence[Agent]) -> None:
     for counters in zip(*steps, strict=True):
         for t in counters[1:]:
             t.copy_(counters[0])
+    for agent in agents:
+        for rms in normalisers(agent):
+            rms.from_fusable()
 
 
 class FusionGroup:
@@ -109,6 +124,9 @@ class FusionGroup:
     def fuse(self, agent: Agent, stop: bool = False) -> bool:
         """Average ``agent`` with the other learners' (a collective: every learner calls it, in step).
         Any learner may ask to ``stop``; returns whether one did (all learners then end together)."""
+        pooled = normalisers(agent)
+        for rms in pooled:
+            rms.to_fusable(self.world)
         tensors = fusable_tensors(agent)
         by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
         for t in tensors:
@@ -139,6 +157,8 @@ class FusionGroup:
         if not by_dtype:
             dist.all_reduce(flag, group=self.group)
             requested = bool(flag[0] > 0)
+        for rms in pooled:
+            rms.from_fusable()
         return requested
 
     def close(self) -> None:
@@ -158,6 +178,8 @@ class Learner:
 
     def __init__(self, agent: Agent, fusion: FusionGroup | None = None, fuse_every: int = 1) -> None:
         self.agent, self.fusion, self.fuse_every = agent, fusion, fuse_every
+        for rms in normalisers(agent):  # every learner starts from learner 0's statistics: the first base
+            rms.mark_shared()
         self.updates = 0
         self.fusion_time = 0.0  # seconds spent fusing
 
