@@ -12,7 +12,7 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["cpu_model", "describe", "local_cpus"]
+__all__ = ["cpu_budget", "cpu_model", "describe", "local_cpus"]
 
 
 def local_cpus() -> int:
@@ -21,6 +21,16 @@ def local_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def cpu_budget() -> int:
+    """CPU cores this process should keep busy: :func:`local_cpus`, capped by ``OMP_NUM_THREADS`` when that is
+    set (the tournament's backends set it to a pod's share of the machine, as Ray does for its actors)."""
+    cores = local_cpus()
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        cores = min(cores, int(value))
+    return cores
 
 
 def cpu_model() -> str:

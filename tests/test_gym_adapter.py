@@ -9,6 +9,7 @@ import torch
 
 import podium.envs as envs
 from podium.envs import GymVecEnv
+from podium.envs.gym_adapter import choose_vectorization
 
 
 class _Unknown(gym.Env):
@@ -162,9 +163,10 @@ def _vectorization_in_a_daemon(queue) -> None:
     queue.put(GymVecEnv(_Slow, num_envs=2).vectorization)
 
 
-def test_auto_vectorization_stays_in_process_inside_a_daemonic_process():
+def test_auto_vectorization_stays_in_process_inside_a_daemonic_process(monkeypatch):
     import multiprocessing
 
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     env = GymVecEnv(_Slow, num_envs=2)
     assert env.vectorization == "async"  # in a normal process: subprocesses
     env.close()
@@ -174,3 +176,40 @@ def test_auto_vectorization_stays_in_process_inside_a_daemonic_process():
     proc.start()
     assert queue.get(timeout=60) == "sync"  # a daemonic process may not start subprocesses
     proc.join(30)
+
+
+def test_auto_vectorization_needs_a_slow_step_and_two_cores():
+    assert choose_vectorization(1e-3, num_envs=8, cores=2) == "async"
+    assert choose_vectorization(1e-3, num_envs=8, cores=1) == "sync"  # e.g. a tournament pod on one core
+    assert choose_vectorization(1e-3, num_envs=1, cores=16) == "sync"
+    assert choose_vectorization(5e-5, num_envs=8, cores=16) == "sync"  # a cheap env: in-process
+
+
+def test_a_pod_held_to_one_core_steps_a_slow_env_in_process(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # what the tournament's process backend sets for a 1-core pod
+    env = GymVecEnv(_Slow, num_envs=4)
+    assert env.vectorization == "sync"  # four subprocesses would take cores that other pods were given
+    env.close()
+
+
+class _Interrupted(_Unknown):
+    """A cheap env whose step now and then takes long, as when other processes hold the core."""
+
+    calls = 0
+
+    def step(self, action):
+        import time
+
+        type(self).calls += 1
+        if type(self).calls % 4 == 0:
+            time.sleep(0.005)
+        return super().step(action)
+
+
+def test_auto_vectorization_judges_the_typical_step_not_the_interrupted_ones(monkeypatch):
+    # on a busy machine a cheap env's steps are sometimes held up; an average over them (1.25 ms here) once made
+    # "auto" start a subprocess per copy, at random, for LunarLander in a tournament on two cores
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    env = GymVecEnv(_Interrupted, num_envs=4)
+    assert env.vectorization == "sync"
+    env.close()

@@ -12,7 +12,6 @@ converted to one-hot vectors. Anything else is refused with a message that names
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -23,13 +22,30 @@ import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from podium.envs.base import VecEnv
+from podium.machine import cpu_budget
 
-__all__ = ["GymVecEnv", "MissingDependencyError"]
+__all__ = ["GymVecEnv", "MissingDependencyError", "choose_vectorization"]
 
 Vectorization = Literal["auto", "sync", "async"]
 
 # A single env step slower than this (seconds) is worth a subprocess per env in "auto" mode.
 _ASYNC_THRESHOLD_S = 2e-4
+
+
+def choose_vectorization(step_seconds: float, num_envs: int, cores: int) -> Literal["sync", "async"]:
+    """What ``vectorization="auto"`` picks: a subprocess per copy (``"async"``) only when one step takes
+    longer than :data:`_ASYNC_THRESHOLD_S` and the copies have at least two cores to spread over; otherwise
+    the copies step in this process (``"sync"``).
+
+    Args:
+        step_seconds: a typical (median) wall-clock time of one step of one copy.
+        num_envs: copies.
+        cores: the CPU cores this process should keep busy (:func:`podium.machine.cpu_budget`: its affinity
+            mask, capped by ``OMP_NUM_THREADS``, which the tournament sets to a pod's share): a tournament
+            pod on one core gets ``"sync"`` whatever the machine, since subprocesses would take cores the
+            pool gave to other pods.
+    """
+    return "async" if num_envs > 1 and cores >= 2 and step_seconds > _ASYNC_THRESHOLD_S else "sync"
 
 
 class MissingDependencyError(ValueError, ImportError):
@@ -78,7 +94,8 @@ class GymVecEnv(VecEnv):
         device: torch device for observations, rewards and flags (the simulation itself runs on CPU).
         vectorization: ``"sync"`` steps the copies one after another in this process (best for cheap
             envs such as classic control), ``"async"`` runs each copy in its own subprocess (best for
-            expensive ones such as MuJoCo), ``"auto"`` times a few steps of one copy and picks.
+            expensive ones such as MuJoCo), ``"auto"`` times a few steps of one copy and picks (see
+            :func:`choose_vectorization`: async needs a slow step and two cores).
         max_episode_steps: override the env's registered time limit.
         **env_kwargs: passed to ``gymnasium.make``.
 
@@ -153,15 +170,19 @@ class GymVecEnv(VecEnv):
 
     @staticmethod
     def _choose(probe: gym.Env, num_envs: int) -> Vectorization:
-        if num_envs == 1 or (os.cpu_count() or 1) < 2 or multiprocessing.current_process().daemon:
+        cores = cpu_budget()
+        if num_envs == 1 or cores < 2 or multiprocessing.current_process().daemon:
             return "sync"  # (a daemonic process, such as a pod's evaluator, may not start subprocesses)
         probe.reset(seed=0)
-        t0 = time.perf_counter()
-        for _ in range(20):
+        times = []
+        for i in range(25):
+            t0 = time.perf_counter()
             _, _, terminated, truncated, _ = probe.step(probe.action_space.sample())
+            if i >= 5:  # after a warm-up; one step at a time, so that the median ignores the steps during
+                times.append(time.perf_counter() - t0)  # which other processes had the core
             if terminated or truncated:
                 probe.reset()
-        return "async" if (time.perf_counter() - t0) / 20 > _ASYNC_THRESHOLD_S else "sync"
+        return choose_vectorization(float(np.median(times)), num_envs, cores)
 
     # ----------------------------------------------------------------- conversions
     @property
