@@ -73,6 +73,12 @@ class PodSpec(BaseModel):
     (default): whenever the evaluator is free if it runs in its own process (``eval_mode`` process: scoring
     there costs training nothing, so the pod learns of a reached target as soon as it can), else every
     5,000 env steps."""
+    eval_share: float | None = Field(default=None, gt=0, le=1)
+    """With the evaluator inline (``eval_mode``), the largest share of the pod's wall-clock that evaluations
+    may take: after an evaluation that took ``e`` seconds, the next one waits for at least
+    ``e * (1 - share) / share`` seconds of training (and ``eval_every`` env steps). None (default): every
+    ``eval_every`` steps, however long evaluations take. Tournaments set 0.2 for their one-core pods, whose
+    32-episode evaluations took 30-75% of a 20 s round on LunarLander."""
     eval_deterministic: bool = True
     """Evaluate the deterministic policy."""
     eval_mode: Literal["auto", "process", "thread", "inline"] = "auto"

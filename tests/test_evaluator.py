@@ -24,7 +24,7 @@ from podium.config import PodSpec
 from podium.envs.base import VecEnv
 from podium.pod import EvaluationError, Evaluator, Pod
 from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot, confirms, margin_for
-from podium.pod.pod import WIDE_MATMUL, plan_cpu
+from podium.pod.pod import WIDE_MATMUL, inline_eval_gap, plan_cpu
 from podium.rundir import PodDir
 from podium.store import load_checkpoint
 
@@ -124,6 +124,37 @@ def test_a_slow_evaluation_does_not_hold_training_back(tmp_path, monkeypatch, mo
     inline = Pod(spec, tmp_path / "inline", progress=False).run()
     assert threads == {"MainThread"}
     assert [r["step"] for r in inline.curve] == [rollout, 2 * rollout, 3 * rollout, 4 * rollout]
+
+
+def test_inline_evaluations_keep_to_their_share_of_the_wall_clock(tmp_path, monkeypatch):
+    # every evaluation takes 0.3 s; with eval_share 0.2 the next one waits for 4 x 0.3 s of training
+    _slow(monkeypatch, 0.3)
+    rollout = 1024
+    common = {"env": "CartPole-v1", "algo": "ppo", "eval_every": 1, "eval_mode": "inline"}
+    spec = PodSpec(**common, seconds=6, eval_share=0.2, **FAST)
+    shared = Pod(spec, tmp_path / "share", progress=False).run()
+    training = shared.wall_time - shared.eval_time
+    # the evaluations took about a fifth of the run: at most one per 1.2 s of training (+ the last one)
+    assert len(shared.curve) <= training / 1.2 + 2
+    assert shared.eval_time <= 0.35 * shared.wall_time
+    gaps = [b["step"] - a["step"] for a, b in itertools.pairwise(shared.curve)]
+    assert min(gaps[:-1]) > rollout  # wider than eval_every: the rule, not the cadence, spaced them
+    every = Pod(PodSpec(**common, steps=8 * rollout, **FAST), tmp_path / "every", progress=False).run()
+    assert len(every.curve) == 8  # without a share: after every learning phase, however long it takes
+
+
+@pytest.mark.parametrize(
+    ("every", "seconds", "sps", "share", "expected"),
+    [
+        (5_000, 1.0, 10_000.0, 0.2, 40_000),  # 1 s of evaluation, then 4 s of training at 10k steps/s
+        (5_000, 0.1, 10_000.0, 0.2, 5_000),  # a cheap evaluation: the cadence decides
+        (5_000, 1.0, 10_000.0, None, 5_000),  # no share
+        (5_000, 1.0, 10_000.0, 1.0, 5_000),  # a share of everything
+        (5_000, 1.0, 10_000.0, 0.5, 10_000),
+    ],
+)
+def test_inline_eval_gap(every, seconds, sps, share, expected):
+    assert inline_eval_gap(every, seconds, sps, share) == expected
 
 
 def test_a_killed_evaluator_process_fails_the_pod_cleanly(tmp_path, monkeypatch):

@@ -71,6 +71,7 @@ __all__ = [
     "PodReport",
     "TrainingDivergedError",
     "build_agent",
+    "inline_eval_gap",
     "resolve_config",
 ]
 
@@ -228,6 +229,15 @@ class CpuPlan:
 
     threads: int | None
     eval_mode: EvalMode
+
+
+def inline_eval_gap(every: int, eval_seconds: float, train_steps_per_s: float, share: float | None) -> int:
+    """Env steps from an inline evaluation to the next: ``every``, widened so that evaluations take at most
+    ``share`` of the wall-clock (``PodSpec.eval_share``): an evaluation of ``eval_seconds`` is followed by at
+    least ``eval_seconds * (1 - share) / share`` seconds of training at ``train_steps_per_s``."""
+    if share is None or share >= 1 or eval_seconds <= 0 or train_steps_per_s <= 0:
+        return every
+    return max(every, math.ceil(train_steps_per_s * eval_seconds * (1 - share) / share))
 
 
 def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -> CpuPlan:
@@ -487,7 +497,7 @@ class Pod:
         curve = CurveWriter(self.dir.curve)
         curve.truncate_after(self.steps)
         start = time.perf_counter()
-        base_wall = self.wall_time
+        base_wall, base_steps, base_wait = self.wall_time, self.steps, self.eval_wait
         stop = self._budget_left(start, base_wall)
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
             self._message = self._nothing_to_do(stop)
@@ -546,7 +556,12 @@ class Pod:
                     if self.steps >= self._next_eval and not service.busy:
                         while self._next_eval <= self.steps:
                             self._next_eval += every
-                        self._submit(service)
+                        waited = self._submit(service)
+                        if service.mode == "inline" and spec.eval_share is not None:
+                            training = self.wall_time - base_wall - (self.eval_wait - base_wait)
+                            sps = (self.steps - base_steps) / max(training, 1e-9)
+                            gap = inline_eval_gap(every, waited, sps, spec.eval_share)
+                            self._next_eval = max(self._next_eval, self.steps + gap)
                         for scored in service.results():  # inline mode: scored already
                             last = self._record(scored, curve, logger)
                         if stop is None and group is None and self._budget_left(start, base_wall) == "target":
@@ -639,8 +654,9 @@ class Pod:
             mode=self.cpu_plan.eval_mode,
         )
 
-    def _submit(self, service: EvaluatorService) -> None:
-        """Hand the evaluator a snapshot of the agent (inline mode: and score it now)."""
+    def _submit(self, service: EvaluatorService) -> float:
+        """Hand the evaluator a snapshot of the agent (inline mode: and score it now); returns the seconds
+        training waited (inline mode: the whole evaluation)."""
         self._submitted_at = self.steps
         t0 = time.perf_counter()
         seed = self.spec.seed + EVAL_SEED_OFFSET + self.steps  # the snapshot's score does not depend on the mode
@@ -649,6 +665,7 @@ class Pod:
         waited = time.perf_counter() - t0  # inline mode: the whole evaluation
         self.eval_wait += waited
         self.wall_time += waited
+        return waited
 
     def _wait(self, service: EvaluatorService) -> list[Scored]:
         """Wait for every submitted snapshot to be scored."""

@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 # PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
+TOURNAMENT_EVAL_SHARE = 0.2
+"""``PodSpec.eval_share`` of a tournament's pods unless ``pod.eval_share`` says otherwise."""
+
 _OWNED_POD_FIELDS = ("env", "env_kwargs", "algo", "hparams", "seed", "init_checkpoint", "target")
 
 DEMO_CONFIG: dict[str, Any] = {
@@ -331,6 +334,9 @@ class TournamentConfig(_Strict):
             data["num_envs"] = (preset and preset.num_envs) or get_algo(algo).default_num_envs
         if "torch_threads" not in data and data.get("device", "cpu") == "cpu":
             data["torch_threads"] = max(1, math.ceil(self.pool.cpus_per_pod))
+        # a round is short and ends with a fresh score of its best snapshot (selection): evaluations during
+        # it may take at most this share of it
+        data.setdefault("eval_share", TOURNAMENT_EVAL_SHARE)
         try:
             return PodSpec(**data)
         except ValidationError as exc:

@@ -281,3 +281,10 @@ def test_choices_spread_fresh_pods_and_children_switch_only_what_keeps_the_netwo
     sac_children = [c for c in children if c.spec.algo == "sac"]
     assert sac_children and all(c.spec.hparams["use_sde"] is True for c in sac_children)
     assert all("use_sde" not in c.mutated for c in sac_children)
+
+
+def test_tournament_pods_keep_inline_evaluations_to_a_fifth_of_a_round_unless_told():
+    config = TournamentConfig(env="Pendulum-v1", seconds=60)
+    assert config.pod_spec("sac", 0).eval_share == 0.2  # one-core pods evaluate inline, between rounds' training
+    told = TournamentConfig(env="Pendulum-v1", seconds=60, pod={"seconds": 20.0, "eval_share": 0.5})
+    assert told.pod_spec("sac", 0).eval_share == 0.5
