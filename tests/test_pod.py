@@ -310,6 +310,16 @@ def test_killed_training_resumes_without_losing_steps(tmp_path):
     assert float(rows[-1]["wall_time"]) > float(rows_before[-1]["wall_time"])
 
 
+def _pooled(stats: list[dict[str, torch.Tensor]], n0: float = 1e-8) -> dict[str, torch.Tensor]:
+    """The statistics of the data behind several normalisers that started from the same fresh state (``n0``
+    pseudo-samples of mean 0 and variance 1), from their raw moments: the base once, each one's data once."""
+    count = n0 + sum(s["count"] - n0 for s in stats)
+    first = sum(s["count"] * s["mean"] for s in stats)
+    second = n0 + sum(s["count"] * (s["var"] + s["mean"].square()) - n0 for s in stats)
+    mean = first / count
+    return {"count": count, "mean": mean, "var": second / count - mean.square()}
+
+
 @pytest.mark.parametrize(
     ("algo", "updates"),
     [
@@ -319,9 +329,10 @@ def test_killed_training_resumes_without_losing_steps(tmp_path):
     ],
 )
 def test_parameter_fusion_averages_networks_and_optimizer_moments(algo, updates):
-    """Every floating parameter and buffer of every module (networks, log_std, normalisers, target critics,
-    log_alpha) and every Adam moment of every optimiser becomes the agents' mean; Adam's step is the first's,
-    also when the agents took different numbers of steps (PPO's target_kl stops learners' epochs early)."""
+    """Every floating parameter and buffer of every module (networks, log_std, target critics, log_alpha) and
+    every Adam moment of every optimiser becomes the agents' mean, and every normaliser the statistics of all
+    the agents' data pooled; Adam's step is the first's, also when the agents took different numbers of steps
+    (PPO's target_kl stops learners' epochs early)."""
     from podium.envs import make
 
     env = make("Pendulum-v1", num_envs=2)
@@ -369,6 +380,11 @@ def test_parameter_fusion_averages_networks_and_optimizer_moments(algo, updates)
             assert first.is_floating_point(), f"{name}.{key}"  # (no integer state in these modules)
             assert not torch.equal(before[0], before[1]), f"{name}.{key} was equal before fusion: a weak test"
             mean = torch.stack(before).mean(0)
+            if name in ("obs_rms", "reward_scaler"):  # normalisers: one normaliser over every agent's data
+                prefix = key[: -len(key.split(".")[-1])]
+                mean = _pooled([{k: m[name][prefix + k] for k in ("count", "mean", "var")} for m in modules])[
+                    key.split(".")[-1]
+                ]
             for agent in agents:
                 torch.testing.assert_close(agent.modules()[name].state_dict()[key], mean, msg=f"{name}.{key}")
             checked += 1

@@ -3,6 +3,10 @@ mutated hyperparameters (exploit, then explore, as in population-based training)
 
 1. The algorithm is picked so that the running pool follows the configured ratio (the one furthest
    below its share goes next; a child inherits its parent's algorithm, so this holds for every pod).
+   Algorithms compete too: once each has finished a pod, one whose best leaderboard entry trails the best
+   entry by more than the noise (``generator.losing_margin`` standard errors), or that has no entry, keeps
+   only ``generator.losing_share`` of its share (:func:`algo_shares`), so the pool's cores go to the
+   algorithms that suit the task. (``scheme: truncation`` keeps its members' algorithms.)
 2. With probability ``generator.explore``, or when the leaderboard holds no entry of that algorithm,
    the pod starts fresh with a new seed: the base hyperparameters for the first pod of its algorithm,
    later ones with each hyperparameter in ``generator.ranges`` drawn from its range.
@@ -46,7 +50,7 @@ from podium.tournament.config import TournamentConfig
 from podium.tournament.leaderboard import Entry, PodRecord
 from podium.tournament.states import PodStatus
 
-__all__ = ["Generator", "Plan", "effective_hparams"]
+__all__ = ["Generator", "Plan", "algo_shares", "effective_hparams"]
 
 
 @dataclass(frozen=True)
@@ -89,16 +93,19 @@ class Generator:
         total = sum(config.algos.values())
         self.shares = {algo: weight / total for algo, weight in config.algos.items()}
 
-    def choose_algo(self, running: list[str], started: list[str], among: Sequence[str] = ()) -> str:
-        """The algorithm (of ``among``, else of the mix) furthest below its share in the running pool (ties:
-        over all pods started so far, then the config's order)."""
+    def choose_algo(
+        self, running: list[str], started: list[str], among: Sequence[str] = (), shares: dict[str, float] | None = None
+    ) -> str:
+        """The algorithm (of ``among``, else of the mix) furthest below its share (``shares``, default the
+        configured ones) in the running pool (ties: over all pods started so far, then the config's order)."""
+        shares = shares or self.shares
 
         def deficit(algo: str) -> tuple[float, float]:
-            now = self.shares[algo] * (len(running) + 1) - running.count(algo)
-            ever = self.shares[algo] * (len(started) + 1) - started.count(algo)
+            now = shares[algo] * (len(running) + 1) - running.count(algo)
+            ever = shares[algo] * (len(started) + 1) - started.count(algo)
             return (now, ever)
 
-        return max(among or self.shares, key=deficit)
+        return max(among or shares, key=deficit)
 
     def next(
         self,
@@ -119,7 +126,11 @@ class Generator:
             untried = [algo for algo in self.shares if algo not in have]
             if waiting and not untried:
                 return self._next_round(waiting[0], pods, rng)
-        algo = self.choose_algo(running, started, among=untried)
+        shares = None
+        if g.scheme == "leaderboard":
+            finished = {p.algo for p in pods if p.status == PodStatus.FINISHED}
+            shares = algo_shares(self.shares, entries, finished, g.losing_share, g.losing_margin)
+        algo = self.choose_algo(running, started, among=untried, shares=shares)
         seed = int(rng.integers(0, 2**31 - 1))
         candidates = [e for e in entries if e.algo == algo]
         explore = g.scheme == "truncation" or rng.random() < g.explore
@@ -209,6 +220,34 @@ class Generator:
             return candidates[int(rng.integers(len(candidates)))]
         weights = np.array([1.0 / (i + 1) for i in range(len(candidates))])
         return candidates[int(rng.choice(len(candidates), p=weights / weights.sum()))]
+
+
+def algo_shares(
+    shares: dict[str, float], entries: Sequence[Entry], finished: set[str], losing_share: float, margin: float
+) -> dict[str, float]:
+    """The mix's shares once algorithms have competed: each algorithm of ``shares`` that has finished a pod
+    (all must have) and whose best entry in ``entries`` trails the best entry by more than ``margin``
+    standard errors of the gap, or that has no entry, is weighted by ``losing_share``; then the shares are
+    normalised. Before every algorithm has finished a pod, or with ``losing_share`` 1: ``shares``."""
+    if losing_share >= 1 or not entries or any(algo not in finished for algo in shares):
+        return dict(shares)
+
+    def stderr(entry: Entry) -> float:
+        return entry.score_std / math.sqrt(entry.score_episodes or 1)
+
+    best = {
+        algo: max((e for e in entries if e.algo == algo), key=lambda e: e.score_mean, default=None) for algo in shares
+    }
+    leader = max(entries, key=lambda e: e.score_mean)
+    weights = {}
+    for algo, share in shares.items():
+        entry = best[algo]
+        losing = entry is None or leader.score_mean - entry.score_mean > margin * math.hypot(
+            stderr(leader), stderr(entry)
+        )
+        weights[algo] = share * (losing_share if losing else 1.0)
+    total = sum(weights.values())
+    return {algo: w / total for algo, w in weights.items()}
 
 
 def members(pods: Sequence[PodRecord]) -> dict[str, list[PodRecord]]:

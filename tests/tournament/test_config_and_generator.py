@@ -13,9 +13,10 @@ from podium.algos.presets import PRESETS
 from podium.algos.sac import SACConfig
 from podium.config import ConfigError
 from podium.tournament import TournamentConfig, load_tournament_config
-from podium.tournament.generator import Generator, effective_hparams
-from podium.tournament.leaderboard import Entry
+from podium.tournament.generator import Generator, algo_shares, effective_hparams
+from podium.tournament.leaderboard import Entry, PodRecord
 from podium.tournament.orchestrator import Orchestrator, preflight
+from podium.tournament.states import PodStatus
 
 BASE = {"env": "Pendulum-v1", "seconds": 10, "pod": {"seconds": 2}}
 CALMAR = {"score": "calmar"}
@@ -288,3 +289,44 @@ def test_tournament_pods_keep_inline_evaluations_to_a_fifth_of_a_round_unless_to
     assert config.pod_spec("sac", 0).eval_share == 0.2  # one-core pods evaluate inline, between rounds' training
     told = TournamentConfig(env="Pendulum-v1", seconds=60, pod={"seconds": 20.0, "eval_share": 0.5})
     assert told.pod_spec("sac", 0).eval_share == 0.5
+
+
+def _scored(pod_id: str, algo: str, mean: float, std: float = 50.0) -> Entry:
+    """An entry scored on 100 fresh episodes (standard error std / 10)."""
+    return Entry(pod_id, None, algo, "Pendulum-v1", {}, mean, std, 100, 100, 1.0, f"/c/{pod_id}.pt", 0.0, 0, 100)
+
+
+def _finished(number: int, algo: str) -> PodRecord:
+    pod_id = f"p{number:04d}"
+    return PodRecord(
+        id=pod_id, number=number, parent_id=None, algo=algo, env="Pendulum-v1", hparams={}, seed=number, spec={},
+        status=PodStatus.FINISHED, run_dir=f"/runs/t/pods/{pod_id}", init_checkpoint=None, handle=None, attempts=1,
+        created=0.0, started=0.0, ended=1.0, error=None, score_mean=0.0, score_std=1.0, steps=1, total_steps=1,
+        wall_time=1.0, checkpoint=None, pruned=False, lineage=pod_id,
+    )  # fmt: skip
+
+
+def test_an_algorithm_that_trails_beyond_the_noise_gives_up_most_of_its_share():
+    third = {"sac": 1 / 3, "td3": 1 / 3, "ppo": 1 / 3}
+    entries = [_scored("p0001", "sac", 150.0), _scored("p0002", "td3", 140.0), _scored("p0003", "ppo", -50.0)]
+    everyone = {"sac", "td3", "ppo"}
+    shares = algo_shares(third, entries, everyone, losing_share=0.25, margin=2.0)
+    # td3 trails by 10, within 2 standard errors of the gap (2 * hypot(5, 5) = 14.1); ppo by 200
+    assert shares == pytest.approx({"sac": 4 / 9, "td3": 4 / 9, "ppo": 1 / 9})
+    assert algo_shares(third, entries, {"sac", "td3"}, 0.25, 2.0) == third  # ppo has not finished a pod yet
+    assert algo_shares(third, entries, everyone, 1.0, 2.0) == third  # losing_share 1: the mix as configured
+    assert algo_shares(third, entries[:2], everyone, 0.25, 2.0)["ppo"] == pytest.approx(1 / 9)  # no entry: losing
+    wide = [_scored("p0001", "sac", 150.0, std=1500.0), entries[1], _scored("p0003", "ppo", -50.0, std=1500.0)]
+    assert algo_shares(third, wide, everyone, 0.25, 2.0) == pytest.approx(third)  # gaps within the noise
+
+
+def test_a_losing_algorithm_still_gets_a_pod_now_and_then():
+    config = TournamentConfig(**BASE)  # ppo, sac and td3 at one third each
+    entries = [_scored("p0001", "sac", 150.0), _scored("p0002", "td3", 140.0), _scored("p0003", "ppo", -50.0)]
+    pods = [_finished(1, "sac"), _finished(2, "td3"), _finished(3, "ppo")]
+    started = ["sac", "td3", "ppo"]
+    for number in range(4, 22):  # 18 more pods, each running on as the next starts
+        started.append(Generator(config).next(number, entries, started[3:], started, pods).spec.algo)
+    assert Counter(started[3:]) == {"sac": 8, "td3": 8, "ppo": 2}
+    fixed = TournamentConfig(**{**BASE, "generator": {"losing_share": 1.0}})
+    assert Generator(fixed).next(4, entries, [], ["sac", "td3"], pods).spec.algo == "ppo"  # the configured mix
