@@ -12,7 +12,11 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["cpu_budget", "cpu_model", "describe", "local_cpus"]
+__all__ = ["CPUS_ENV", "cpu_budget", "cpu_model", "describe", "local_cpus"]
+
+CPUS_ENV = "PODIUM_CPUS"
+"""Environment variable with the CPU cores a process should keep busy (:func:`cpu_budget`); the tournament's
+backends set it in each pod's process to the pod's share of the machine (``pool.cpus_per_pod``, rounded up)."""
 
 
 def local_cpus() -> int:
@@ -24,10 +28,11 @@ def local_cpus() -> int:
 
 
 def cpu_budget() -> int:
-    """CPU cores this process should keep busy: :func:`local_cpus`, capped by ``OMP_NUM_THREADS`` when that is
-    set (the tournament's backends set it to a pod's share of the machine, as Ray does for its actors)."""
+    """CPU cores this process should keep busy: :func:`local_cpus`, capped by ``PODIUM_CPUS`` (:data:`CPUS_ENV`)
+    when that is set, as the tournament's backends do for a pod. (Not ``OMP_NUM_THREADS``: many users set that
+    to 1 for every process to keep OpenMP's threads in check, which says nothing about subprocesses.)"""
     cores = local_cpus()
-    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    value = os.environ.get(CPUS_ENV, "").strip()
     if value.isdigit() and int(value) > 0:
         cores = min(cores, int(value))
     return cores

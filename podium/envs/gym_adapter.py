@@ -41,9 +41,9 @@ def choose_vectorization(step_seconds: float, num_envs: int, cores: int) -> Lite
         step_seconds: a typical (median) wall-clock time of one step of one copy.
         num_envs: copies.
         cores: the CPU cores this process should keep busy (:func:`podium.machine.cpu_budget`: its affinity
-            mask, capped by ``OMP_NUM_THREADS``, which the tournament sets to a pod's share): a tournament
-            pod on one core gets ``"sync"`` whatever the machine, since subprocesses would take cores the
-            pool gave to other pods.
+            mask, capped by ``PODIUM_CPUS``, which the tournament sets to a pod's share): a tournament pod on
+            one core gets ``"sync"`` whatever the machine, since subprocesses would take cores the pool gave
+            to other pods.
     """
     return "async" if num_envs > 1 and cores >= 2 and step_seconds > _ASYNC_THRESHOLD_S else "sync"
 
@@ -178,10 +178,10 @@ class GymVecEnv(VecEnv):
         for i in range(25):
             t0 = time.perf_counter()
             _, _, terminated, truncated, _ = probe.step(probe.action_space.sample())
+            if terminated or truncated:
+                probe.reset()  # (timed with its step: an env may spend its time in resets)
             if i >= 5:  # after a warm-up; one step at a time, so that the median ignores the steps during
                 times.append(time.perf_counter() - t0)  # which other processes had the core
-            if terminated or truncated:
-                probe.reset()
         return choose_vectorization(float(np.median(times)), num_envs, cores)
 
     # ----------------------------------------------------------------- conversions

@@ -497,7 +497,8 @@ class Pod:
         curve = CurveWriter(self.dir.curve)
         curve.truncate_after(self.steps)
         start = time.perf_counter()
-        base_wall, base_steps, base_wait = self.wall_time, self.steps, self.eval_wait
+        base_wall, base_steps = self.wall_time, self.steps
+        trained = 0.0  # seconds of collecting and learning in this run (for eval_share's training speed)
         stop = self._budget_left(start, base_wall)
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
             self._message = self._nothing_to_do(stop)
@@ -529,6 +530,7 @@ class Pod:
                     self.steps += rollout.steps * spec.learners  # every learner collected as many
                     self.iterations += 1
                     now = time.perf_counter()
+                    trained += now - t0
                     self.wall_time = base_wall + now - start
                     bad = [k for k, v in losses.items() if not math.isfinite(v)]
                     if bad:
@@ -558,8 +560,7 @@ class Pod:
                             self._next_eval += every
                         waited = self._submit(service)
                         if service.mode == "inline" and spec.eval_share is not None:
-                            training = self.wall_time - base_wall - (self.eval_wait - base_wait)
-                            sps = (self.steps - base_steps) / max(training, 1e-9)
+                            sps = (self.steps - base_steps) / max(trained, 1e-9)
                             gap = inline_eval_gap(every, waited, sps, spec.eval_share)
                             self._next_eval = max(self._next_eval, self.steps + gap)
                         for scored in service.results():  # inline mode: scored already

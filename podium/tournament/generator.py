@@ -3,10 +3,12 @@ mutated hyperparameters (exploit, then explore, as in population-based training)
 
 1. The algorithm is picked so that the running pool follows the configured ratio (the one furthest
    below its share goes next; a child inherits its parent's algorithm, so this holds for every pod).
-   Algorithms compete too: once each has finished a pod, one whose best leaderboard entry trails the best
+   Algorithms compete too: once each has ended a pod, one whose best leaderboard entry trails the best
    entry by more than the noise (``generator.losing_margin`` standard errors), or that has no entry, keeps
    only ``generator.losing_share`` of its share (:func:`algo_shares`), so the pool's cores go to the
-   algorithms that suit the task. (``scheme: truncation`` keeps its members' algorithms.)
+   algorithms that suit the task. While the shares differ from the configured ones, the algorithm is drawn
+   from them at random (a pool of two would otherwise never pick a share below a half, and a demoted
+   algorithm could not catch up). (``scheme: truncation`` keeps its members' algorithms.)
 2. With probability ``generator.explore``, or when the leaderboard holds no entry of that algorithm,
    the pod starts fresh with a new seed: the base hyperparameters for the first pod of its algorithm,
    later ones with each hyperparameter in ``generator.ranges`` drawn from its range.
@@ -126,11 +128,15 @@ class Generator:
             untried = [algo for algo in self.shares if algo not in have]
             if waiting and not untried:
                 return self._next_round(waiting[0], pods, rng)
-        shares = None
+        shares = self.shares
         if g.scheme == "leaderboard":
-            finished = {p.algo for p in pods if p.status == PodStatus.FINISHED}
-            shares = algo_shares(self.shares, entries, finished, g.losing_share, g.losing_margin)
-        algo = self.choose_algo(running, started, among=untried, shares=shares)
+            ended = {p.algo for p in pods if p.status in (PodStatus.FINISHED, PodStatus.FAILED)}
+            shares = algo_shares(self.shares, entries, ended, g.losing_share, g.losing_margin)
+        if shares != self.shares:  # some algorithm is losing: draw from the shares
+            names = list(shares)
+            algo = names[int(rng.choice(len(names), p=[shares[a] for a in names]))]
+        else:
+            algo = self.choose_algo(running, started, among=untried)
         seed = int(rng.integers(0, 2**31 - 1))
         candidates = [e for e in entries if e.algo == algo]
         explore = g.scheme == "truncation" or rng.random() < g.explore
@@ -223,17 +229,19 @@ class Generator:
 
 
 def algo_shares(
-    shares: dict[str, float], entries: Sequence[Entry], finished: set[str], losing_share: float, margin: float
+    shares: dict[str, float], entries: Sequence[Entry], ended: set[str], losing_share: float, margin: float
 ) -> dict[str, float]:
-    """The mix's shares once algorithms have competed: each algorithm of ``shares`` that has finished a pod
-    (all must have) and whose best entry in ``entries`` trails the best entry by more than ``margin``
-    standard errors of the gap, or that has no entry, is weighted by ``losing_share``; then the shares are
-    normalised. Before every algorithm has finished a pod, or with ``losing_share`` 1: ``shares``."""
-    if losing_share >= 1 or not entries or any(algo not in finished for algo in shares):
+    """The mix's shares once algorithms have competed: when every algorithm of ``shares`` has ended a pod
+    (finished or failed), each one whose best entry in ``entries`` trails the best entry by more than
+    ``margin`` standard errors of the gap, or that has no entry, is weighted by ``losing_share``; then the
+    shares are normalised. Before that, with ``losing_share`` 1, or when none is losing: ``shares``."""
+    if losing_share >= 1 or not entries or any(algo not in ended for algo in shares):
         return dict(shares)
+    known = [e.score_episodes for e in entries if e.score_episodes]
+    assumed = max(known, default=1)  # an entry from an older podium: as many episodes as the others
 
     def stderr(entry: Entry) -> float:
-        return entry.score_std / math.sqrt(entry.score_episodes or 1)
+        return entry.score_std / math.sqrt(entry.score_episodes or assumed)
 
     best = {
         algo: max((e for e in entries if e.algo == algo), key=lambda e: e.score_mean, default=None) for algo in shares
@@ -246,6 +254,8 @@ def algo_shares(
             stderr(leader), stderr(entry)
         )
         weights[algo] = share * (losing_share if losing else 1.0)
+    if all(w == shares[algo] for algo, w in weights.items()):
+        return dict(shares)
     total = sum(weights.values())
     return {algo: w / total for algo, w in weights.items()}
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from podium.config import PodSpec
-from podium.machine import local_cpus
+from podium.machine import CPUS_ENV, local_cpus
 from podium.pod import PodInterrupted
 from podium.rundir import PodDir
 from podium.tournament.backends import (
@@ -124,7 +124,7 @@ class ProcessBackend(Backend):
         popen = self._reuse(run_dir, gpu) if self.reuse else None
         if popen is None:
             env = dict(os.environ)
-            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", CPUS_ENV):
                 env[var] = str(self.threads)
             if gpu is not None:
                 env["CUDA_VISIBLE_DEVICES"] = str(gpu)

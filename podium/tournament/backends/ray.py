@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from podium.config import PodSpec
-from podium.machine import local_cpus
+from podium.machine import CPUS_ENV, local_cpus
 from podium.pod import PodInterrupted, PodReport
 from podium.rundir import PodDir
 from podium.tournament.backends import (
@@ -100,7 +100,9 @@ class PodActor:
             GPU's memory (Ray's fractions are bookkeeping; this makes them hold).
     """
 
-    def __init__(self, gpu_share: float = 0.0) -> None:
+    def __init__(self, gpu_share: float = 0.0, cpus: int | None = None) -> None:
+        if cpus is not None:  # the pod's share of the machine (a gymnasium env then starts no subprocesses)
+            os.environ[CPUS_ENV] = str(cpus)
         if 0 < gpu_share < 1:
             import torch
 
@@ -359,7 +361,7 @@ class RayBackend(Backend):
             num_gpus=self.gpus_per_pod,
             max_restarts=0,
             max_task_retries=0,
-        ).remote(self.gpus_per_pod)
+        ).remote(self.gpus_per_pod, max(1, math.ceil(self.cpus_per_pod)))
         self._slots += 1
         return _Slot(actor, actor.where.remote(), self._slots)
 
