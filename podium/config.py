@@ -76,7 +76,8 @@ class PodSpec(BaseModel):
     eval_share: float | None = Field(default=None, gt=0, le=1)
     """With the evaluator inline (``eval_mode``), the largest share of the pod's wall-clock that evaluations
     may take: after an evaluation that took ``e`` seconds, the next one waits for at least
-    ``e * (1 - share) / share`` seconds of training (and ``eval_every`` env steps). None (default): every
+    ``e * (1 - share) / share`` seconds of training (and ``eval_every`` env steps), and none comes within
+    two such gaps of the end of the budget, whose final evaluation is near. None (default): every
     ``eval_every`` steps, however long evaluations take. Tournaments set 0.2 for their one-core pods, whose
     32-episode evaluations took 30-75% of a 20 s round on LunarLander."""
     eval_deterministic: bool = True

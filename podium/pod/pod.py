@@ -240,6 +240,15 @@ def inline_eval_gap(every: int, eval_seconds: float, train_steps_per_s: float, s
     return max(every, math.ceil(train_steps_per_s * eval_seconds * (1 - share) / share))
 
 
+def _final_soon(spec: PodSpec, steps: int, wall_time: float, gap: int, sps: float) -> bool:
+    """Whether the budget ends within two evaluation gaps (``gap`` env steps at ``sps``): the run's final
+    evaluation is then near enough, and a routine one in between would only score almost the same policy."""
+    left = [2 * gap > spec.steps - steps] if spec.steps is not None else []
+    if spec.seconds is not None:
+        left.append(2 * gap > (spec.seconds - wall_time) * sps)
+    return any(left)
+
+
 def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -> CpuPlan:
     """Training threads and evaluator mode: a pure function of the spec, the agent's widest matrix product,
     the cores this process may use and whether it can fork.
@@ -499,6 +508,7 @@ class Pod:
         start = time.perf_counter()
         base_wall, base_steps = self.wall_time, self.steps
         trained = 0.0  # seconds of collecting and learning in this run (for eval_share's training speed)
+        final_soon = False  # eval_share: the final evaluation comes within two gaps, routine ones are over
         stop = self._budget_left(start, base_wall)
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
             self._message = self._nothing_to_do(stop)
@@ -555,7 +565,7 @@ class Pod:
                         else:
                             stop = None
                     logger.log(self.steps, scalars)
-                    if self.steps >= self._next_eval and not service.busy:
+                    if self.steps >= self._next_eval and not service.busy and not final_soon:
                         while self._next_eval <= self.steps:
                             self._next_eval += every
                         waited = self._submit(service)
@@ -563,6 +573,7 @@ class Pod:
                             sps = (self.steps - base_steps) / max(trained, 1e-9)
                             gap = inline_eval_gap(every, waited, sps, spec.eval_share)
                             self._next_eval = max(self._next_eval, self.steps + gap)
+                            final_soon = _final_soon(spec, self.steps, self.wall_time, gap, sps)
                         for scored in service.results():  # inline mode: scored already
                             last = self._record(scored, curve, logger)
                         if stop is None and group is None and self._budget_left(start, base_wall) == "target":
