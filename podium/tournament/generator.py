@@ -234,11 +234,14 @@ def algo_shares(
     """The mix's shares once algorithms have competed: when every algorithm of ``shares`` has ended a pod
     (finished or failed), each one whose best entry in ``entries`` trails the best entry by more than
     ``margin`` standard errors of the gap, or that has no entry, is weighted by ``losing_share``; then the
-    shares are normalised. Before that, with ``losing_share`` 1, or when none is losing: ``shares``."""
+    shares are normalised. Before that, with ``losing_share`` 1, when none is losing, or when no entry was
+    scored on more than one episode (no measure of the noise, as with a trading validation period): ``shares``."""
     if losing_share >= 1 or not entries or any(algo not in ended for algo in shares):
         return dict(shares)
     known = [e.score_episodes for e in entries if e.score_episodes]
     assumed = max(known, default=1)  # an entry from an older podium: as many episodes as the others
+    if assumed < 2:
+        return dict(shares)
 
     def stderr(entry: Entry) -> float:
         return entry.score_std / math.sqrt(entry.score_episodes or assumed)

@@ -316,6 +316,8 @@ def test_an_algorithm_that_trails_beyond_the_noise_gives_up_most_of_its_share():
     assert algo_shares(third, entries, {"sac", "td3"}, 0.25, 2.0) == third  # ppo has not finished a pod yet
     assert algo_shares(third, entries, everyone, 1.0, 2.0) == third  # losing_share 1: the mix as configured
     assert algo_shares(third, entries[:2], everyone, 0.25, 2.0)["ppo"] == pytest.approx(1 / 9)  # no entry: losing
+    single = [Entry(**{**e.to_dict(), "score_std": 0.0, "score_episodes": 1}) for e in entries]  # e.g. trading
+    assert algo_shares(third, single, everyone, 0.25, 2.0) == third  # one episode each: no measure of the noise
     wide = [_scored("p0001", "sac", 150.0, std=1500.0), entries[1], _scored("p0003", "ppo", -50.0, std=1500.0)]
     assert algo_shares(third, wide, everyone, 0.25, 2.0) == pytest.approx(third)  # gaps within the noise
 
