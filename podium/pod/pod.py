@@ -243,10 +243,9 @@ def inline_eval_gap(every: int, eval_seconds: float, train_steps_per_s: float, s
 def _final_soon(spec: PodSpec, steps: int, wall_time: float, gap: int, sps: float) -> bool:
     """Whether the budget ends within two evaluation gaps (``gap`` env steps at ``sps``): the run's final
     evaluation is then near enough, and a routine one in between would only score almost the same policy."""
-    left = [2 * gap > spec.steps - steps] if spec.steps is not None else []
-    if spec.seconds is not None:
-        left.append(2 * gap > (spec.seconds - wall_time) * sps)
-    return any(left)
+    by_steps = spec.steps is not None and spec.steps - steps < 2 * gap
+    by_seconds = spec.seconds is not None and (spec.seconds - wall_time) * sps < 2 * gap
+    return by_steps or by_seconds
 
 
 def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -> CpuPlan:

@@ -31,10 +31,10 @@ __all__ = [
     "load_tournament_config",
 ]
 
-# PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
 TOURNAMENT_EVAL_SHARE = 0.2
 """``PodSpec.eval_share`` of a tournament's pods unless ``pod.eval_share`` says otherwise."""
 
+# PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
 _OWNED_POD_FIELDS = ("env", "env_kwargs", "algo", "hparams", "seed", "init_checkpoint", "target")
 
 DEMO_CONFIG: dict[str, Any] = {
@@ -95,11 +95,12 @@ class GeneratorConfig(_Strict):
     bottom ``truncation`` fraction of its algorithm's members instead copies a member of the top fraction
     (its selected checkpoint) and mutates its hyperparameters."""
     losing_share: float = Field(default=0.25, gt=0, le=1)
-    """``scheme: leaderboard``: once every algorithm of the mix has finished a pod, an algorithm that is losing
-    (its best leaderboard entry trails the best entry by more than ``losing_margin`` standard errors of the
-    gap, or it has no entry) is picked for new pods at this fraction of its share in ``algos``; the others
-    share what it gives up. 1 keeps the mix as configured. Not zero: a demoted algorithm still runs now and
-    then, and regains its share when its entries catch up."""
+    """``scheme: leaderboard``: once every algorithm of the mix has ended a pod (finished or failed), an
+    algorithm that is losing (its best leaderboard entry trails the best entry by more than ``losing_margin``
+    standard errors of the gap, or it has no entry) is drawn for new pods at this fraction of its share in
+    ``algos``; the others share what it gives up. 1 keeps the mix as configured, and so do entries scored on
+    one episode each (no measure of the noise). Not zero: a demoted algorithm still runs now and then, and
+    regains its share when its entries catch up (:func:`podium.tournament.generator.algo_shares`)."""
     losing_margin: float = Field(default=2.0, ge=0)
     """``scheme: leaderboard``: how many standard errors (``sqrt(se_best^2 + se_other^2)``, ``se = std /
     sqrt(episodes)`` of each entry's selection score) the gap must exceed before an algorithm counts as losing."""

@@ -95,19 +95,16 @@ class Generator:
         total = sum(config.algos.values())
         self.shares = {algo: weight / total for algo, weight in config.algos.items()}
 
-    def choose_algo(
-        self, running: list[str], started: list[str], among: Sequence[str] = (), shares: dict[str, float] | None = None
-    ) -> str:
-        """The algorithm (of ``among``, else of the mix) furthest below its share (``shares``, default the
-        configured ones) in the running pool (ties: over all pods started so far, then the config's order)."""
-        shares = shares or self.shares
+    def choose_algo(self, running: list[str], started: list[str], among: Sequence[str] = ()) -> str:
+        """The algorithm (of ``among``, else of the mix) furthest below its share in the running pool (ties:
+        over all pods started so far, then the config's order)."""
 
         def deficit(algo: str) -> tuple[float, float]:
-            now = shares[algo] * (len(running) + 1) - running.count(algo)
-            ever = shares[algo] * (len(started) + 1) - started.count(algo)
+            now = self.shares[algo] * (len(running) + 1) - running.count(algo)
+            ever = self.shares[algo] * (len(started) + 1) - started.count(algo)
             return (now, ever)
 
-        return max(among or shares, key=deficit)
+        return max(among or self.shares, key=deficit)
 
     def next(
         self,
