@@ -222,14 +222,15 @@ class GymVecEnv(VecEnv):
         done = np.logical_or(terminated, truncated)
         idx = np.flatnonzero(done)
         finals = [info["final_obs"][i] for i in idx]  # only the finished copies
-        return self._output(obs, reward, terminated, truncated, np.ones(self.num_envs, dtype=bool), idx, finals, info)
+        return self._output(obs, reward, terminated, truncated, None, idx, finals, info)
 
     def step_active(
         self, actions: torch.Tensor | np.ndarray, active: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Step only the copies in ``active`` (see :meth:`podium.envs.base.VecEnv.step_active`); the others
         stay where they are, and their rows repeat their last observation with a reward of 0 and both flags
-        False. In-process (``sync``) copies only: ``async`` ones all step, each in its own process.
+        False; ``info`` holds podium's own keys only (not the gymnasium env's). In-process (``sync``) copies
+        only: ``async`` ones all step, each in its own process.
 
         An active copy steps exactly as :meth:`step` would step it (its own random stream, its reset when
         its episode ends), so an evaluation gives the same scores either way, for less work.
@@ -263,17 +264,21 @@ class GymVecEnv(VecEnv):
         reward: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
-        stepped: np.ndarray,
+        stepped: np.ndarray | None,
         idx: np.ndarray,
         finals: list[Any],
         info: dict[str, Any],
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """A step's returns from gymnasium's arrays: ``stepped`` copies moved (their returns and lengths
-        grow), copies ``idx`` finished an episode whose last observations are ``finals``."""
+        """A step's returns from gymnasium's arrays: the ``stepped`` copies moved (None: all; their returns
+        and lengths grow), copies ``idx`` finished an episode whose last observations are ``finals``."""
         self._last_obs = obs
         done = np.logical_or(terminated, truncated)
-        self._returns[stepped] += reward[stepped]
-        self._lengths[stepped] += 1
+        if stepped is None:
+            self._returns += reward
+            self._lengths += 1
+        else:
+            self._returns[stepped] += reward[stepped]
+            self._lengths[stepped] += 1
         out = dict(info)
         obs_t = self._obs(obs)
         final_obs = obs_t
