@@ -86,6 +86,10 @@ iteration`` (learner 0: ``spec.seed + iteration``), so the learners see differen
 SELECT_SEED_OFFSET = 700_000_000
 """A pod's selection score (``select_episodes``) resets with ``spec.seed + SELECT_SEED_OFFSET``: seeds neither
 training, routine evaluations nor confirmations use."""
+SELECT_PARTS = 4
+"""With ``spec.select_bar``, the selection score is played in this many parts, and stops after any part where it
+is ``SELECT_BAR_MARGIN`` standard errors below the bar (a pod at the bar stops that early about once in 250)."""
+SELECT_BAR_MARGIN = 3.0
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
 training nor routine evaluations use."""
@@ -630,11 +634,7 @@ class Pod:
             obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
             agent = build_agent(spec, obs_space, act_space, self.agent.num_envs, self.agent.device, self.agent.config)
             agent.load_modules(payload["agent"])
-            kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
-            env = make(spec.env, num_envs=spec.select_episodes, device=spec.device, native=spec.native_env, **kwargs)
-            result = Evaluator(env, spec.eval_deterministic).evaluate(agent, seed=spec.seed + SELECT_SEED_OFFSET)
-            env.close()
-            mean, std, episodes = result.mean, result.std, result.episodes
+            mean, std, episodes = self._selection_score(agent)
         else:
             return
         report.selection_mean, report.selection_std, report.selection_episodes = mean, std, episodes
@@ -642,6 +642,29 @@ class Pod:
             payload = load_checkpoint(self.dir.best)
             payload["counters"].update(selection_mean=mean, selection_std=std, selection_episodes=episodes)
             save_checkpoint(self.dir.best, {k: v for k, v in payload.items() if k != "format"})
+
+    def _selection_score(self, agent: Agent) -> tuple[float, float, int]:
+        """``agent`` scored on ``spec.select_episodes`` fresh episodes: (mean, std, episodes). Episode ``i`` resets
+        with ``spec.seed + SELECT_SEED_OFFSET + i`` however the episodes are split, and with ``spec.select_bar``
+        the score stops early where it is surely below the bar (:data:`SELECT_PARTS`)."""
+        spec = self.spec
+        total, bar = spec.select_episodes, spec.select_bar
+        part = total if bar is None else -(-total // SELECT_PARTS)
+        kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
+        env = make(spec.env, num_envs=part, device=spec.device, native=spec.native_env, **kwargs)
+        returns: list[float] = []
+        try:
+            evaluator = Evaluator(env, spec.eval_deterministic)
+            while len(returns) < total:
+                result = evaluator.evaluate(agent, seed=spec.seed + SELECT_SEED_OFFSET + len(returns))
+                returns += result.returns[: total - len(returns)]
+                if bar is not None and len(returns) < total:
+                    mean, std, n = _mean_std(returns)
+                    if mean + SELECT_BAR_MARGIN * std / n**0.5 < bar:
+                        break  # this pod cannot make a difference: the rest of its episodes would not change that
+        finally:
+            env.close()
+        return _mean_std(returns)
 
     def _evaluator_service(self) -> EvaluatorService:
         spec, agent = self.spec, self.agent
@@ -825,6 +848,12 @@ class _LearnerGroup:
         reap(self.processes, self.conns)
         self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _mean_std(returns: list[float]) -> tuple[float, float, int]:
+    """Mean, std and count of episode returns, computed as :class:`~podium.pod.evaluator.EvalResult` does."""
+    values = torch.tensor(returns, dtype=torch.float64)
+    return float(values.mean()), float(values.std(unbiased=False)) if len(returns) > 1 else 0.0, len(returns)
 
 
 def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | WorkerGroup:

@@ -52,7 +52,7 @@ from podium.tournament.scheduler import (
     reaches,
 )
 from podium.tournament.states import PodStatus, StopReason
-from podium.tournament.updater import Updater, score_of
+from podium.tournament.updater import Updater, score_of, selection_bar
 from podium.tournament.view import PoolView
 
 __all__ = ["MIN_ROUND_SECONDS", "Orchestrator", "TournamentReport", "open_leaderboard", "preflight"]
@@ -433,6 +433,11 @@ class Orchestrator:
         spec = plan.spec
         if round_seconds is not None:  # a round (plus its start-up and final evaluation) never outlasts the tournament
             spec = spec.model_copy(update={"seconds": min(spec.seconds or math.inf, round_seconds)})
+        if spec.select_episodes > 0 and self.config.generator.scheme == "leaderboard":
+            # a pod that surely cannot enter the leaderboard (or stop the tournament) need not finish its selection
+            # score; truncation ranks every member by its score, so there each score is played in full
+            bar = selection_bar(self.board.entries(), self.config.leaderboard_size, self.config.target)
+            spec = spec.model_copy(update={"select_bar": bar})
         pod_id = f"p{number:04d}"
         record = self.board.add_pod(
             id=pod_id,
