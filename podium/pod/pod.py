@@ -88,7 +88,7 @@ SELECT_SEED_OFFSET = 700_000_000
 training, routine evaluations nor confirmations use."""
 SELECT_PARTS = 4
 """With ``spec.select_bar``, the selection score is played in this many parts, and stops after any part where it
-is ``SELECT_BAR_MARGIN`` standard errors below the bar (a pod at the bar stops that early about once in 250)."""
+is ``SELECT_BAR_MARGIN`` standard errors below the bar (a pod at the bar stops that early at most about once in 250)."""
 SELECT_BAR_MARGIN = 3.0
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
