@@ -14,7 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -104,6 +104,8 @@ class GymVecEnv(VecEnv):
         MissingDependencyError: the env needs a package that is not installed (a ``ValueError``).
         ValueError: unsupported observation or action space, bad ``num_envs`` or device.
     """
+
+    batched: ClassVar[bool] = False  # copies step one after another (or each in its own process)
 
     def __init__(
         self,

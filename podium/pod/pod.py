@@ -644,11 +644,14 @@ class Pod:
             save_checkpoint(self.dir.best, {k: v for k, v in payload.items() if k != "format"})
 
     def _selection_score(self, agent: Agent) -> tuple[float, float, int]:
-        """``agent`` scored on ``spec.select_episodes`` fresh episodes: (mean, std, episodes). Episode ``i`` resets
-        with ``spec.seed + SELECT_SEED_OFFSET + i`` however the episodes are split, and with ``spec.select_bar``
-        the score stops early where it is surely below the bar (:data:`SELECT_PARTS`)."""
+        """``agent`` scored on ``spec.select_episodes`` fresh episodes: (mean, std, episodes). With
+        ``spec.select_bar``, on an env that steps its copies one by one (not ``env.batched``), the episodes are
+        played in parts and stop early where the score is surely below the bar (:data:`SELECT_PARTS`); a
+        gymnasium env's episode ``i`` resets with ``spec.seed + SELECT_SEED_OFFSET + i`` either way."""
         spec = self.spec
         total, bar = spec.select_episodes, spec.select_bar
+        if self.env.batched:  # parts would cost a tensor env as much as the whole, each
+            bar = None
         part = total if bar is None else -(-total // SELECT_PARTS)
         kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
         env = make(spec.env, num_envs=part, device=spec.device, native=spec.native_env, **kwargs)

@@ -258,3 +258,6 @@ def test_a_pod_surely_below_its_selection_bar_plays_a_quarter_of_the_episodes(tm
     assert scores["none"][2] == scores["low"][2] == 20
     assert scores["none"] == scores["low"]
     assert scores["high"][2] == 5
+    # a tensor env plays all its episodes at once, for the price of one part: no parts there
+    spec = spec.model_copy(update={"native_env": True})
+    assert Pod(spec, tmp_path / "tensor").run().selection_episodes == 20
