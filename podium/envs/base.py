@@ -106,10 +106,10 @@ class VecEnv(gym.vector.VectorEnv):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
-    batched: ClassVar[bool] = True
+    batched: bool = True
     """Whether a step of all sub-envs costs about as much as a step of one (tensor envs), rather than one
-    step's cost per sub-env (:class:`~podium.envs.gym_adapter.GymVecEnv`): whether N episodes are better
-    played at once or may be played in parts for the same price."""
+    step's cost per sub-env (:class:`~podium.envs.gym_adapter.GymVecEnv`, MuJoCo C's worlds on a CPU):
+    whether N episodes are better played at once or may be played in parts for the same price."""
 
     def __init__(
         self,

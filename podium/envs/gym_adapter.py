@@ -14,7 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -105,7 +105,7 @@ class GymVecEnv(VecEnv):
         ValueError: unsupported observation or action space, bad ``num_envs`` or device.
     """
 
-    batched: ClassVar[bool] = False  # copies step one after another (or each in its own process)
+    batched = False  # copies step one after another (or each in its own process)
 
     def __init__(
         self,

@@ -87,9 +87,12 @@ SELECT_SEED_OFFSET = 700_000_000
 """A pod's selection score (``select_episodes``) resets with ``spec.seed + SELECT_SEED_OFFSET``: seeds neither
 training, routine evaluations nor confirmations use."""
 SELECT_PARTS = 4
-"""With ``spec.select_bar``, the selection score is played in this many parts, and stops after any part where it
-is ``SELECT_BAR_MARGIN`` standard errors below the bar (a pod at the bar stops that early at most about once in 250)."""
-SELECT_BAR_MARGIN = 3.0
+"""With ``spec.select_bar``, the selection score is played in this many parts of at least ``SELECT_MIN_PART``
+episodes (else in one), and stops after a part where its mean is more than ``SELECT_BAR_MARGIN`` standard errors
+(the sample std over the square root of the episodes so far) below the bar. By Student's t, a pod whose returns
+are normal with a mean at the bar stops early at most about once in 500."""
+SELECT_MIN_PART = 25
+SELECT_BAR_MARGIN = 3.5
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
 training nor routine evaluations use."""
@@ -650,9 +653,11 @@ class Pod:
         gymnasium env's episode ``i`` resets with ``spec.seed + SELECT_SEED_OFFSET + i`` either way."""
         spec = self.spec
         total, bar = spec.select_episodes, spec.select_bar
-        if self.env.batched:  # parts would cost a tensor env as much as the whole, each
-            bar = None
-        part = total if bar is None else -(-total // SELECT_PARTS)
+        part = -(-total // SELECT_PARTS)
+        if self.env.batched or part < SELECT_MIN_PART:  # a batched env plays a part for the price of the whole;
+            bar = None  # and a handful of episodes says too little about the spread
+        if bar is None:
+            part = total
         kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
         env = make(spec.env, num_envs=part, device=spec.device, native=spec.native_env, **kwargs)
         returns: list[float] = []
@@ -662,8 +667,9 @@ class Pod:
                 result = evaluator.evaluate(agent, seed=spec.seed + SELECT_SEED_OFFSET + len(returns))
                 returns += result.returns[: total - len(returns)]
                 if bar is not None and len(returns) < total:
-                    mean, std, n = _mean_std(returns)
-                    if mean + SELECT_BAR_MARGIN * std / n**0.5 < bar:
+                    values = torch.tensor(returns, dtype=torch.float64)
+                    mean, std = float(values.mean()), float(values.std())  # the sample std (n - 1)
+                    if std > 0 and mean + SELECT_BAR_MARGIN * std / len(returns) ** 0.5 < bar:
                         break  # this pod cannot make a difference: the rest of its episodes would not change that
         finally:
             env.close()

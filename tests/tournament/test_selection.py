@@ -237,27 +237,33 @@ def test_the_selection_bar_is_the_last_entry_of_a_full_board_or_the_target_if_lo
 def test_a_pod_surely_below_its_selection_bar_plays_a_quarter_of_the_episodes(tmp_path):
     """Split into parts, the selection score is the one a single evaluation gives (gymnasium's copies are seeded
     per episode); with a bar no policy reaches it stops after the first part, with one every policy passes it
-    plays every episode."""
+    plays every episode; a tensor env, and parts under 25 episodes, play every episode at once."""
     scores = {}
+    base = PodSpec(
+        env="CartPole-v1", algo="ppo", steps=1024, native_env=False, num_envs=4, eval_every=512,
+        eval_episodes=4, tensorboard=False, seed=3, select_episodes=100,
+    )  # fmt: skip
     for name, bar in [("none", None), ("low", -1e9), ("high", 1e9)]:
-        spec = PodSpec(
-            env="CartPole-v1",
-            algo="ppo",
-            steps=1024,
-            native_env=False,
-            num_envs=4,
-            eval_every=512,
-            eval_episodes=4,
-            tensorboard=False,
-            seed=3,
-            select_episodes=20,
-            select_bar=bar,
-        )
-        report = Pod(spec, tmp_path / name).run()
+        report = Pod(base.model_copy(update={"select_bar": bar}), tmp_path / name).run()
         scores[name] = (report.selection_mean, report.selection_std, report.selection_episodes)
-    assert scores["none"][2] == scores["low"][2] == 20
+    assert scores["none"][2] == scores["low"][2] == 100
     assert scores["none"] == scores["low"]
-    assert scores["high"][2] == 5
-    # a tensor env plays all its episodes at once, for the price of one part: no parts there
-    spec = spec.model_copy(update={"native_env": True})
-    assert Pod(spec, tmp_path / "tensor").run().selection_episodes == 20
+    assert scores["high"][2] == 25
+    tensor = base.model_copy(update={"native_env": True, "select_bar": 1e9})
+    assert Pod(tensor, tmp_path / "tensor").run().selection_episodes == 100
+    few = base.model_copy(update={"select_episodes": 40, "select_bar": 1e9})
+    assert Pod(few, tmp_path / "few").run().selection_episodes == 40
+
+
+def test_a_resumed_pod_takes_the_selection_bar_of_its_new_start(tmp_path, monkeypatch):
+    """The bar is the board's and the target's as they stand when a pod (re)starts: a pod preempted under an
+    old target must not keep that target's bar."""
+    from podium.tournament.backends import PodJob, run_job
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=256, num_envs=4, tensorboard=False, select_bar=50.0)
+    report = Pod(spec, tmp_path / "p").run()
+    seen = []
+    monkeypatch.setattr(Pod, "run", lambda self: seen.append(self.spec.select_bar) or report)
+    run_job(PodJob("p0001", spec.model_copy(update={"select_bar": None}), tmp_path / "p", resume=True))
+    run_job(PodJob("p0001", spec.model_copy(update={"select_bar": 20.0}), tmp_path / "p", resume=True))
+    assert seen == [None, 20.0]
