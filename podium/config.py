@@ -118,6 +118,13 @@ class PodSpec(BaseModel):
     """At the end of the run, re-score the best snapshot on this many fresh episodes (seeds nothing else uses)
     and report it as ``selection_mean``: the best of many noisy evaluations is biased upwards (a winner's
     curse), a fresh score is not. Tournaments rank pods by it. 0 = off."""
+    select_bar: float | None = None
+    """The score below which the selection score makes no difference (a tournament sets the last entry of its
+    full leaderboard, or its target if lower). On an env whose copies step one by one (gymnasium's through
+    the adapter, MuJoCo C), the selection is then played in four parts of at least 25 episodes and stops
+    after a part where the mean plus 3.5 standard errors is still below the bar: a pod that cannot enter
+    costs a quarter of the episodes. Such a score counts fewer ``selection_episodes`` and leans low (it
+    stopped because it was low), but it is only ever one below the bar. None: every episode is played."""
     learners: int = Field(default=1, ge=1)
     """Learner processes in this pod (the paper's learner parallelism). Each collects from its own envs
     (``num_envs`` sub-envs, other seeds) and learns; all of them average their networks and optimiser

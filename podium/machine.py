@@ -30,12 +30,21 @@ def local_cpus() -> int:
 def cpu_budget() -> int:
     """CPU cores this process should keep busy: :func:`local_cpus`, capped by ``PODIUM_CPUS`` (:data:`CPUS_ENV`)
     when that is set, as the tournament's backends do for a pod. (Not ``OMP_NUM_THREADS``: many users set that
-    to 1 for every process to keep OpenMP's threads in check, which says nothing about subprocesses.)"""
+    to 1 for every process to keep OpenMP's threads in check, which says nothing about subprocesses.)
+
+    Raises:
+        ValueError: ``PODIUM_CPUS`` is set to something other than a positive whole number.
+    """
     cores = local_cpus()
     value = os.environ.get(CPUS_ENV, "").strip()
-    if value.isdigit() and int(value) > 0:
-        cores = min(cores, int(value))
-    return cores
+    if not value:
+        return cores
+    if not value.isdigit() or int(value) == 0:
+        raise ValueError(
+            f"{CPUS_ENV}={value!r}: expected a whole number of cores (1 or more); set it to one, e.g. "
+            f"{CPUS_ENV}=1, or unset it to use all {cores} of this machine's"
+        )
+    return min(cores, int(value))
 
 
 def cpu_model() -> str:

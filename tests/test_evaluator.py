@@ -69,6 +69,44 @@ def test_each_sub_env_scores_only_its_first_episode():
     assert result.episodes == 5
 
 
+class _Uneven(gym.Env):
+    """Episodes of 2 to 60 steps (from the env's seed), reward 1 per step; counts every step it takes."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    taken = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.length = 0, int(self.np_random.integers(2, 61))
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        _Uneven.taken += 1
+        self.t += 1
+        return np.zeros(1, np.float32), 1.0, self.t >= self.length, False, {}
+
+
+def test_an_evaluation_steps_each_gymnasium_episode_only_until_it_ends(monkeypatch):
+    """Scoring N episodes of a stepped-one-by-one gymnasium env costs the sum of their lengths, not N times
+    the longest, and gives the same scores as stepping every copy to the end."""
+    from podium.envs import GymVecEnv
+
+    env = GymVecEnv(_Uneven, num_envs=16, vectorization="sync")
+    try:
+        _Uneven.taken = 0
+        result = Evaluator(env).evaluate(_AnyPolicy(), seed=7)
+        assert _Uneven.taken == sum(result.returns)  # one step per step of a counted episode
+        assert max(result.returns) > 2 * min(result.returns)  # (episodes of different lengths)
+        monkeypatch.setattr(GymVecEnv, "step_active", lambda self, actions, active: self.step(actions))
+        _Uneven.taken = 0
+        every_copy = Evaluator(env).evaluate(_AnyPolicy(), seed=7)
+        assert _Uneven.taken == 16 * max(result.returns)
+    finally:
+        env.close()
+    assert every_copy.returns == result.returns
+
+
 def test_routine_seeds_advance_and_an_explicit_seed_does_not():
     seen = []
 

@@ -136,6 +136,60 @@ def test_async_vectorization_gives_the_same_tensors_as_sync():
             assert x.dtype == y.dtype and torch.equal(x, y), f"step {t}"
 
 
+class _Steps(gym.Env):
+    """Episodes of a random length (3 to 30 steps, from the env's seed); counts every step it takes."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), dtype=np.float64)
+    action_space = gym.spaces.Discrete(2)
+    taken = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.length = 0, int(self.np_random.integers(3, 31))
+        return np.array([0.0, self.length]), {}
+
+    def step(self, action):
+        _Steps.taken += 1
+        self.t += 1
+        return np.array([self.t, self.length]), float(action) + 1.0, self.t >= self.length, False, {}
+
+
+def test_step_active_steps_only_the_active_copies_exactly_as_step_would():
+    """Active copies match a full step's results to the bit (resets included); the others do not move,
+    and pick up where they stopped once active again."""
+    n, seed = 4, 3
+    actions = np.random.default_rng(2).integers(0, 2, size=(80, n))
+    masks = np.random.default_rng(3).random((80, n)) < 0.6
+    env = GymVecEnv(_Steps, num_envs=n, vectorization="sync")
+    refs = [GymVecEnv(_Steps, num_envs=1, vectorization="sync") for _ in range(n)]
+    try:
+        obs, _ = env.reset(seed=seed)
+        for i, ref in enumerate(refs):
+            assert torch.equal(ref.reset(seed=seed + i)[0][0], obs[i])
+        ends = 0
+        for t, (action, mask) in enumerate(zip(actions, masks, strict=True)):
+            before = _Steps.taken
+            obs, reward, terminated, truncated, info = env.step_active(torch.as_tensor(action), torch.as_tensor(mask))
+            assert _Steps.taken - before == mask.sum(), f"step {t}: only the active copies step"
+            for i in np.flatnonzero(mask):
+                r_obs, r_reward, r_term, r_trunc, r_info = refs[i].step(torch.as_tensor(action[i : i + 1]))
+                where = f"copy {i}, step {t}"
+                assert torch.equal(obs[i], r_obs[0]) and float(reward[i]) == float(r_reward[0]), where
+                assert bool(terminated[i]) == bool(r_term[0]) and bool(truncated[i]) == bool(r_trunc[0]), where
+                for key in ("final_obs", "_final_obs", "episode_return", "_episode_return", "episode_length"):
+                    assert torch.equal(info[key][i], r_info[key][0]), f"{key}, {where}"
+                ends += int(r_term[0])
+            for i in np.flatnonzero(~mask):  # left alone: the last observation, no reward, no flags
+                assert float(reward[i]) == 0.0 and not bool(terminated[i] | truncated[i] | info["_final_obs"][i])
+        assert ends >= 2 * n  # the comparison covered several resets per copy
+        with pytest.raises(ValueError, match="one flag per sub-env"):
+            env.step_active(torch.zeros(n, dtype=torch.long), torch.ones(n + 1, dtype=torch.bool))
+    finally:
+        env.close()
+        for ref in refs:
+            ref.close()
+
+
 def test_unsupported_spaces_are_refused_with_a_fix():
     with pytest.raises(ValueError, match="FlattenObservation"):
         envs.make("Blackjack-v1")  # Tuple observations

@@ -34,3 +34,20 @@ def test_describe_names_the_cpu_the_cores_python_and_torch(monkeypatch):
     text = machine.describe(gpu=False)
     assert text.startswith("Example CPU, 2 cores (of ")
     assert f"Python {platform.python_version()}" in text and text.endswith(f"torch {torch.__version__}")
+
+
+@pytest.mark.parametrize("value", ["two", "0", "-1", "1.5"])
+def test_a_cpu_budget_that_is_not_a_whole_number_of_cores_is_refused_with_the_fix(monkeypatch, value):
+    monkeypatch.setenv(machine.CPUS_ENV, value)
+    with pytest.raises(ValueError, match=rf"PODIUM_CPUS='{value}'.*PODIUM_CPUS=1"):
+        machine.cpu_budget()
+
+
+def test_the_cpu_budget_caps_the_cores_and_is_all_of_them_when_unset(monkeypatch):
+    monkeypatch.setattr(machine, "local_cpus", lambda: 4)
+    monkeypatch.setenv(machine.CPUS_ENV, "2")
+    assert machine.cpu_budget() == 2
+    monkeypatch.setenv(machine.CPUS_ENV, "8")
+    assert machine.cpu_budget() == 4
+    monkeypatch.delenv(machine.CPUS_ENV)
+    assert machine.cpu_budget() == 4

@@ -106,6 +106,10 @@ class VecEnv(gym.vector.VectorEnv):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": []}
+    batched: bool = True
+    """Whether a step of all sub-envs costs about as much as a step of one (tensor envs), rather than one
+    step's cost per sub-env (:class:`~podium.envs.gym_adapter.GymVecEnv`, MuJoCo C's worlds on a CPU):
+    whether N episodes are better played at once or may be played in parts for the same price."""
 
     def __init__(
         self,
@@ -154,6 +158,20 @@ class VecEnv(gym.vector.VectorEnv):
             return None
         hint = f"; rewards here are <= 0 — did you mean {-target:g}?" if best <= 0 < target else ""
         return f"target {target:g} can never be reached on {name}: the best possible episode return is {best:g}{hint}"
+
+    def step_active(
+        self, actions: torch.Tensor | np.ndarray, active: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """:meth:`step` for a caller that reads only the rows of the sub-envs in ``active`` (bool ``[N]``),
+        such as an evaluation whose other episodes have ended.
+
+        The other sub-envs may be left where they are and their rows hold no meaning. Envs that step every
+        sub-env for the price of one (tensor envs: the default) simply step them all; an env that steps its
+        copies one by one (:class:`~podium.envs.gym_adapter.GymVecEnv`) steps only the active ones, so that
+        scoring N episodes costs the sum of their lengths instead of N times the longest.
+        """
+        del active  # every sub-env steps
+        return self.step(actions)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Nothing to release by default: the state is plain tensors."""

@@ -105,6 +105,8 @@ class GymVecEnv(VecEnv):
         ValueError: unsupported observation or action space, bad ``num_envs`` or device.
     """
 
+    batched = False  # copies step one after another (or each in its own process)
+
     def __init__(
         self,
         env: str | Callable[[], gym.Env],
@@ -165,6 +167,7 @@ class GymVecEnv(VecEnv):
         cls = AsyncVectorEnv if vectorization == "async" else SyncVectorEnv
         self.vector_env = cls([factory] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
         self._act_dtype = act_space.dtype if isinstance(act_space, gym.spaces.Box) else np.int64
+        self._last_obs: np.ndarray | None = None  # gymnasium's last batch of observations
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
 
@@ -208,6 +211,7 @@ class GymVecEnv(VecEnv):
         """Reset all copies; an int ``seed`` seeds copy ``i`` with ``seed + i``. Returns ``(obs, info)``."""
         seed = self._seed(seed)
         obs, info = self.vector_env.reset(seed=seed, options=options)
+        self._last_obs = obs  # the rows step_active leaves alone
         self._returns[:] = 0.0
         self._lengths[:] = 0
         return self._obs(obs), info
@@ -216,20 +220,73 @@ class GymVecEnv(VecEnv):
         self, actions: torch.Tensor | np.ndarray
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """Step all copies; same returns as :meth:`podium.envs.base.TensorVecEnv.step`."""
-        actions = self._check_actions(actions)
-        np_actions = actions.cpu().numpy().astype(self._act_dtype, copy=False)
-        obs, reward, terminated, truncated, info = self.vector_env.step(np_actions)
+        obs, reward, terminated, truncated, info = self.vector_env.step(self._np_actions(actions))
         done = np.logical_or(terminated, truncated)
-        self._returns += reward
-        self._lengths += 1
+        idx = np.flatnonzero(done)
+        finals = [info["final_obs"][i] for i in idx]  # only the finished copies
+        return self._output(obs, reward, terminated, truncated, None, idx, finals, info)
+
+    def step_active(
+        self, actions: torch.Tensor | np.ndarray, active: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """Step only the copies in ``active`` (see :meth:`podium.envs.base.VecEnv.step_active`); the others
+        stay where they are, and their rows repeat their last observation with a reward of 0 and both flags
+        False; ``info`` holds podium's own keys only (not the gymnasium env's). In-process (``sync``) copies
+        only: ``async`` ones all step, each in its own process.
+
+        An active copy steps exactly as :meth:`step` would step it (its own random stream, its reset when
+        its episode ends), so an evaluation gives the same scores either way, for less work.
+        """
+        mask = np.asarray(torch.as_tensor(active).cpu(), dtype=bool).reshape(-1)
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"active must have one flag per sub-env ({self.num_envs}), got shape {mask.shape}")
+        if self.vectorization == "async" or mask.all() or self._last_obs is None:
+            return self.step(actions)
+        np_actions = self._np_actions(actions)
+        obs = self._last_obs.copy()
+        reward = np.zeros(self.num_envs, dtype=np.float64)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        idx, finals = [], []
+        for i in np.flatnonzero(mask):  # what SyncVectorEnv does for every copy, for the active ones
+            env = self.vector_env.envs[i]
+            obs[i], reward[i], terminated[i], truncated[i], _ = env.step(np_actions[i])
+            if terminated[i] or truncated[i]:
+                idx.append(i)
+                finals.append(obs[i].copy())
+                obs[i], _ = env.reset()
+        return self._output(obs, reward, terminated, truncated, mask, np.asarray(idx, dtype=np.int64), finals, {})
+
+    def _np_actions(self, actions: torch.Tensor | np.ndarray) -> np.ndarray:
+        return self._check_actions(actions).cpu().numpy().astype(self._act_dtype, copy=False)
+
+    def _output(
+        self,
+        obs: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        stepped: np.ndarray | None,
+        idx: np.ndarray,
+        finals: list[Any],
+        info: dict[str, Any],
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """A step's returns from gymnasium's arrays: the ``stepped`` copies moved (None: all; their returns
+        and lengths grow), copies ``idx`` finished an episode whose last observations are ``finals``."""
+        self._last_obs = obs
+        done = np.logical_or(terminated, truncated)
+        if stepped is None:
+            self._returns += reward
+            self._lengths += 1
+        else:
+            self._returns[stepped] += reward[stepped]
+            self._lengths[stepped] += 1
         out = dict(info)
         obs_t = self._obs(obs)
         final_obs = obs_t
-        if done.any():
-            idx = np.flatnonzero(done)
+        if len(idx):
             final = obs_t.clone()
-            finals = np.stack([np.asarray(info["final_obs"][i]) for i in idx])  # only the finished copies
-            final[torch.as_tensor(idx, device=self.device)] = self._obs(finals)
+            final[torch.as_tensor(idx, device=self.device)] = self._obs(np.stack([np.asarray(f) for f in finals]))
             final_obs = final
         done_t = torch.as_tensor(done, device=self.device)
         out["final_obs"] = final_obs

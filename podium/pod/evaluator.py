@@ -3,7 +3,9 @@
 Two layers:
 
 * :class:`Evaluator` runs ``env.num_envs`` episodes in parallel with an agent's (deterministic by
-  default) policy, each sub-env until its first episode ends, and returns an :class:`EvalResult`.
+  default) policy, each sub-env until its first episode ends, and returns an :class:`EvalResult`. It
+  steps only the sub-envs whose episode goes on (:meth:`~podium.envs.base.VecEnv.step_active`): through
+  gymnasium's adapter, N episodes cost the sum of their lengths, not N times the longest.
 * :class:`EvaluatorService` is the paper's evaluator *service*: the pod hands it a
   :class:`Snapshot` of the agent's state and goes on training; the service scores the snapshot with
   its own copy of the agent and its own envs, and the pod collects :class:`Scored` results when it
@@ -146,7 +148,9 @@ class Evaluator:
         finished = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
         check_every = 1 if env.device.type == "cpu" else 16  # a host sync per check on accelerators
         for t in range(self.max_steps):  # episodes longer than the cap count with their partial return
-            obs, reward, terminated, truncated, _ = env.step(agent.act(obs, deterministic=self.deterministic))
+            # only the sub-envs whose episode goes on need to step (GymVecEnv then skips the others)
+            actions = agent.act(obs, deterministic=self.deterministic)
+            obs, reward, terminated, truncated, _ = env.step_active(actions, ~finished)
             returns += reward.double() * ~finished  # a sub-env's later episodes do not count
             finished |= terminated | truncated
             if t % check_every == 0 and bool(finished.all()):

@@ -86,6 +86,13 @@ iteration`` (learner 0: ``spec.seed + iteration``), so the learners see differen
 SELECT_SEED_OFFSET = 700_000_000
 """A pod's selection score (``select_episodes``) resets with ``spec.seed + SELECT_SEED_OFFSET``: seeds neither
 training, routine evaluations nor confirmations use."""
+SELECT_PARTS = 4
+"""With ``spec.select_bar``, the selection score is played in this many parts of at least ``SELECT_MIN_PART``
+episodes (else in one), and stops after a part where its mean is more than ``SELECT_BAR_MARGIN`` standard errors
+(the sample std over the square root of the episodes so far) below the bar. By Student's t, a pod whose returns
+are normal with a mean at the bar stops early at most about once in 500."""
+SELECT_MIN_PART = 25
+SELECT_BAR_MARGIN = 3.5
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
 training nor routine evaluations use."""
@@ -630,11 +637,7 @@ class Pod:
             obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
             agent = build_agent(spec, obs_space, act_space, self.agent.num_envs, self.agent.device, self.agent.config)
             agent.load_modules(payload["agent"])
-            kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
-            env = make(spec.env, num_envs=spec.select_episodes, device=spec.device, native=spec.native_env, **kwargs)
-            result = Evaluator(env, spec.eval_deterministic).evaluate(agent, seed=spec.seed + SELECT_SEED_OFFSET)
-            env.close()
-            mean, std, episodes = result.mean, result.std, result.episodes
+            mean, std, episodes = self._selection_score(agent)
         else:
             return
         report.selection_mean, report.selection_std, report.selection_episodes = mean, std, episodes
@@ -642,6 +645,35 @@ class Pod:
             payload = load_checkpoint(self.dir.best)
             payload["counters"].update(selection_mean=mean, selection_std=std, selection_episodes=episodes)
             save_checkpoint(self.dir.best, {k: v for k, v in payload.items() if k != "format"})
+
+    def _selection_score(self, agent: Agent) -> tuple[float, float, int]:
+        """``agent`` scored on ``spec.select_episodes`` fresh episodes: (mean, std, episodes). With
+        ``spec.select_bar``, on an env that steps its copies one by one (not ``env.batched``), the episodes are
+        played in parts and stop early where the score is surely below the bar (:data:`SELECT_PARTS`); a
+        gymnasium env's episode ``i`` resets with ``spec.seed + SELECT_SEED_OFFSET + i`` either way."""
+        spec = self.spec
+        total, bar = spec.select_episodes, spec.select_bar
+        part = -(-total // SELECT_PARTS)
+        if self.env.batched or part < SELECT_MIN_PART:  # a batched env plays a part for the price of the whole;
+            bar = None  # and a handful of episodes says too little about the spread
+        if bar is None:
+            part = total
+        kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
+        env = make(spec.env, num_envs=part, device=spec.device, native=spec.native_env, **kwargs)
+        returns: list[float] = []
+        try:
+            evaluator = Evaluator(env, spec.eval_deterministic)
+            while len(returns) < total:
+                result = evaluator.evaluate(agent, seed=spec.seed + SELECT_SEED_OFFSET + len(returns))
+                returns += result.returns[: total - len(returns)]
+                if bar is not None and len(returns) < total:
+                    values = torch.tensor(returns, dtype=torch.float64)
+                    mean, std = float(values.mean()), float(values.std())  # the sample std (n - 1)
+                    if std > 0 and mean + SELECT_BAR_MARGIN * std / len(returns) ** 0.5 < bar:
+                        break  # this pod cannot make a difference: the rest of its episodes would not change that
+        finally:
+            env.close()
+        return _mean_std(returns)
 
     def _evaluator_service(self) -> EvaluatorService:
         spec, agent = self.spec, self.agent
@@ -825,6 +857,12 @@ class _LearnerGroup:
         reap(self.processes, self.conns)
         self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _mean_std(returns: list[float]) -> tuple[float, float, int]:
+    """Mean, std and count of episode returns, computed as :class:`~podium.pod.evaluator.EvalResult` does."""
+    values = torch.tensor(returns, dtype=torch.float64)
+    return float(values.mean()), float(values.std(unbiased=False)) if len(returns) > 1 else 0.0, len(returns)
 
 
 def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | WorkerGroup:

@@ -52,7 +52,7 @@ from podium.tournament.scheduler import (
     reaches,
 )
 from podium.tournament.states import PodStatus, StopReason
-from podium.tournament.updater import Updater, score_of
+from podium.tournament.updater import Updater, score_of, selection_bar
 from podium.tournament.view import PoolView
 
 __all__ = ["MIN_ROUND_SECONDS", "Orchestrator", "TournamentReport", "open_leaderboard", "preflight"]
@@ -471,9 +471,21 @@ class Orchestrator:
         run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
             self.view.event(f"{pod.id} {pod.algo} resumed from its last checkpoint")
-        handle = self.backend.submit(PodJob(pod.id, PodSpec(**pod.spec), run_dir, resume=resume))
+        spec = PodSpec(**pod.spec)
+        # the score a pod's selection must be able to reach to make a difference, as the board and the target
+        # stand now (a resumed pod takes it too); truncation ranks every member by its score: no bar there
+        bar = None
+        if spec.select_episodes > 0 and self.config.generator.scheme == "leaderboard":
+            bar = selection_bar(self.board.entries(), self.config.leaderboard_size, self.config.target)
+        spec = spec.model_copy(update={"select_bar": bar})
+        handle = self.backend.submit(PodJob(pod.id, spec, run_dir, resume=resume))
         self.board.update_pod(
-            pod.id, status=PodStatus.RUNNING, handle=handle, started=time.time(), attempts=pod.attempts + 1
+            pod.id,
+            status=PodStatus.RUNNING,
+            handle=handle,
+            started=time.time(),
+            attempts=pod.attempts + 1,
+            spec=spec.model_dump(mode="json"),
         )
 
     # ----------------------------------------------------------------- results

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from podium.pod import PodReport
@@ -31,7 +32,7 @@ from podium.store import CheckpointError, load_checkpoint
 from podium.tournament.leaderboard import Entry, Leaderboard, PodRecord
 from podium.tournament.states import ACTIVE, FINAL, PodStatus
 
-__all__ = ["Updater", "checkpoint_holds", "score_of"]
+__all__ = ["Updater", "checkpoint_holds", "score_of", "selection_bar"]
 
 
 class Updater:
@@ -151,6 +152,17 @@ def score_of(report: PodReport) -> tuple[float, float, int]:
         return float(report.selection_mean), float(report.selection_std), int(report.selection_episodes or 1)
     episodes = int(report.curve[-1]["eval_episodes"]) if report.curve else 1
     return float(report.score_mean), float(report.score_std), episodes
+
+
+def selection_bar(entries: Sequence[Entry], size: int, target: float | None) -> float | None:
+    """The score below which a new pod's selection score makes no difference (``PodSpec.select_bar``): on a
+    full board of ``size`` entries, the last entry's mean, since a pod must beat it to enter; the ``target``
+    instead where that is lower, since a pod at the target stops the tournament. None while the board has
+    room: every pod enters then, and its score ranks it."""
+    if len(entries) < size:
+        return None
+    cut = min(entry.score_mean for entry in entries)
+    return cut if target is None else min(cut, target)
 
 
 def checkpoint_holds(entry: Entry) -> bool:

@@ -8,11 +8,12 @@ import time
 import uuid
 from pathlib import Path
 
-from podium.pod import PodReport
+from podium.config import PodSpec
+from podium.pod import Pod, PodReport
 from podium.rundir import PodDir
 from podium.tournament import tournament
 from podium.tournament.leaderboard import Leaderboard
-from podium.tournament.updater import Updater, checkpoint_holds, score_of
+from podium.tournament.updater import Updater, checkpoint_holds, score_of, selection_bar
 
 
 def _board(url: str) -> Leaderboard:
@@ -138,6 +139,34 @@ def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(t
         board.close()
 
 
+def test_once_the_board_is_full_each_new_pod_gets_the_last_entry_as_its_selection_bar(tmp_path):
+    from podium.tournament.orchestrator import open_leaderboard
+
+    report = tournament(
+        env="Pendulum-v1",
+        algos={"ppo": 1},
+        steps=6144,
+        leaderboard_size=1,
+        pod={"steps": 2048, "eval_every": 1024, "tensorboard": False, "eval_episodes": 8},
+        selection={"episodes": 8},
+        pool={"max": 1},
+        run_dir=tmp_path / "t",
+        backend="inline",
+        progress=False,
+    )
+    board = open_leaderboard(report.run_dir)
+    try:
+        pods = sorted(board.pods(), key=lambda pod: pod.number)
+        history = sorted(board.history(), key=lambda h: h["pod_id"])
+    finally:
+        board.close()
+    assert len(pods) == 3
+    assert pods[0].spec["select_bar"] is None  # an empty board: every score enters
+    for pod in pods[1:]:  # one pod at a time: the bar is the one entry when the pod started, the last to enter
+        entered = [h for h in history if h["pod_id"] < pod.id and h["outcome"] == "entered"]
+        assert pod.spec["select_bar"] == entered[-1]["score_mean"]
+
+
 def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_path):
     """A pod whose training-time best fell short of the target but whose fresh selection score reached it
     stops the tournament (the leaderboard ranks by the selection score): its time to target is recorded too,
@@ -186,3 +215,55 @@ def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_pa
             assert (info["time_to_target"] is not None, info["target_tries"]) == ((True, 3) if kept else (False, 0))
         finally:
             again.board.close()
+
+
+def _entry(mean: float):
+    from podium.tournament.leaderboard import Entry
+
+    fields = {"parent_id": None, "algo": "sac", "env": "Pendulum-v1", "hparams": {}, "score_std": 10.0}
+    return Entry(
+        pod_id="p", score_mean=mean, steps=1, total_steps=1, wall_time=1.0, checkpoint="", created=0.0, **fields
+    )
+
+
+def test_the_selection_bar_is_the_last_entry_of_a_full_board_or_the_target_if_lower():
+    entries = [_entry(-150.0), _entry(-170.0)]
+    assert selection_bar(entries, size=3, target=None) is None  # room on the board: every score enters
+    assert selection_bar(entries, size=2, target=None) == -170.0
+    assert selection_bar(entries, size=2, target=-200.0) == -200.0  # a score at the target stops the tournament
+    assert selection_bar(entries, size=2, target=-100.0) == -170.0
+
+
+def test_a_pod_surely_below_its_selection_bar_plays_a_quarter_of_the_episodes(tmp_path):
+    """Split into parts, the selection score is the one a single evaluation gives (gymnasium's copies are seeded
+    per episode); with a bar no policy reaches it stops after the first part, with one every policy passes it
+    plays every episode; a tensor env, and parts under 25 episodes, play every episode at once."""
+    scores = {}
+    base = PodSpec(
+        env="CartPole-v1", algo="ppo", steps=1024, native_env=False, num_envs=4, eval_every=512,
+        eval_episodes=4, tensorboard=False, seed=3, select_episodes=100,
+    )  # fmt: skip
+    for name, bar in [("none", None), ("low", -1e9), ("high", 1e9)]:
+        report = Pod(base.model_copy(update={"select_bar": bar}), tmp_path / name).run()
+        scores[name] = (report.selection_mean, report.selection_std, report.selection_episodes)
+    assert scores["none"][2] == scores["low"][2] == 100
+    assert scores["none"] == scores["low"]
+    assert scores["high"][2] == 25
+    tensor = base.model_copy(update={"native_env": True, "select_bar": 1e9})
+    assert Pod(tensor, tmp_path / "tensor").run().selection_episodes == 100
+    few = base.model_copy(update={"select_episodes": 40, "select_bar": 1e9})
+    assert Pod(few, tmp_path / "few").run().selection_episodes == 40
+
+
+def test_a_resumed_pod_takes_the_selection_bar_of_its_new_start(tmp_path, monkeypatch):
+    """The bar is the board's and the target's as they stand when a pod (re)starts: a pod preempted under an
+    old target must not keep that target's bar."""
+    from podium.tournament.backends import PodJob, run_job
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=256, num_envs=4, tensorboard=False, select_bar=50.0)
+    report = Pod(spec, tmp_path / "p").run()
+    seen = []
+    monkeypatch.setattr(Pod, "run", lambda self: seen.append(self.spec.select_bar) or report)
+    run_job(PodJob("p0001", spec.model_copy(update={"select_bar": None}), tmp_path / "p", resume=True))
+    run_job(PodJob("p0001", spec.model_copy(update={"select_bar": 20.0}), tmp_path / "p", resume=True))
+    assert seen == [None, 20.0]

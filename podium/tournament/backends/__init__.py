@@ -184,6 +184,8 @@ def run_job(job: PodJob) -> PodReport:
 
     if job.resume and PodDir(job.run_dir).last.is_file():
         pod = Pod.resume(job.run_dir, progress=False)
+        # the tournament's word on the selection bar as it stands now, not when the pod first started
+        pod.spec = pod.spec.model_copy(update={"select_bar": job.spec.select_bar})
     else:
         pod = Pod(job.spec, job.run_dir, progress=False, overwrite=job.resume)
     report = pod.run()
