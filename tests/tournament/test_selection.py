@@ -113,21 +113,27 @@ def test_an_entry_scored_by_selection_is_checked_against_the_score_its_checkpoin
     assert not checkpoint_holds(dataclasses.replace(entry, score_mean=-100.0, score_std=5.0))
 
 
-def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(tmp_path):
-    from podium.tournament.backends import read_report
-    from podium.tournament.orchestrator import open_leaderboard
-
-    report = tournament(
+def _ppo_tournament(tmp_path, steps: int, pod_steps: int, select_episodes: int, **fields):
+    """A small inline tournament of PPO pods on Pendulum, one at a time."""
+    return tournament(
         env="Pendulum-v1",
         algos={"ppo": 1},
-        steps=8192,
-        pod={"steps": 4096, "eval_every": 1024, "tensorboard": False, "eval_episodes": 8},
-        selection={"episodes": 40},
+        steps=steps,
+        pod={"steps": pod_steps, "eval_every": 1024, "tensorboard": False, "eval_episodes": 8},
+        selection={"episodes": select_episodes},
         pool={"max": 1},
         run_dir=tmp_path / "t",
         backend="inline",
         progress=False,
+        **fields,
     )
+
+
+def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(tmp_path):
+    from podium.tournament.backends import read_report
+    from podium.tournament.orchestrator import open_leaderboard
+
+    report = _ppo_tournament(tmp_path, steps=8192, pod_steps=4096, select_episodes=40)
     assert len(report.entries) == 2
     board = open_leaderboard(report.run_dir)
     try:
@@ -142,18 +148,7 @@ def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(t
 def test_once_the_board_is_full_each_new_pod_gets_the_last_entry_as_its_selection_bar(tmp_path):
     from podium.tournament.orchestrator import open_leaderboard
 
-    report = tournament(
-        env="Pendulum-v1",
-        algos={"ppo": 1},
-        steps=6144,
-        leaderboard_size=1,
-        pod={"steps": 2048, "eval_every": 1024, "tensorboard": False, "eval_episodes": 8},
-        selection={"episodes": 8},
-        pool={"max": 1},
-        run_dir=tmp_path / "t",
-        backend="inline",
-        progress=False,
-    )
+    report = _ppo_tournament(tmp_path, steps=6144, pod_steps=2048, select_episodes=8, leaderboard_size=1)
     board = open_leaderboard(report.run_dir)
     try:
         pods = sorted(board.pods(), key=lambda pod: pod.number)
