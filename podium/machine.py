@@ -39,7 +39,7 @@ def cpu_budget() -> int:
     value = os.environ.get(CPUS_ENV, "").strip()
     if not value:
         return cores
-    if not value.isdigit() or int(value) == 0:
+    if not (value.isascii() and value.isdigit()) or int(value) == 0:
         raise ValueError(
             f"{CPUS_ENV}={value!r}: expected a whole number of cores (1 or more); set it to one, e.g. "
             f"{CPUS_ENV}=1, or unset it to use all {cores} of this machine's"

@@ -36,7 +36,7 @@ def test_describe_names_the_cpu_the_cores_python_and_torch(monkeypatch):
     assert f"Python {platform.python_version()}" in text and text.endswith(f"torch {torch.__version__}")
 
 
-@pytest.mark.parametrize("value", ["two", "0", "-1", "1.5"])
+@pytest.mark.parametrize("value", ["two", "0", "-1", "1.5", "²"])
 def test_a_cpu_budget_that_is_not_a_whole_number_of_cores_is_refused_with_the_fix(monkeypatch, value):
     monkeypatch.setenv(machine.CPUS_ENV, value)
     with pytest.raises(ValueError, match=rf"PODIUM_CPUS='{value}'.*PODIUM_CPUS=1"):
