@@ -81,6 +81,13 @@ class EvalResult:
     seconds: float
     returns: tuple[float, ...]
 
+    @classmethod
+    def of(cls, returns: list[float], seconds: float) -> EvalResult:
+        """The result of episodes with these ``returns`` (the population std: all of them were scored)."""
+        values = torch.tensor(returns, dtype=torch.float64)
+        std = float(values.std(unbiased=False)) if values.numel() > 1 else 0.0
+        return cls(float(values.mean()), std, values.numel(), seconds, tuple(values.tolist()))
+
 
 def lower_bound(mean: float, std: float, episodes: int, margin: float) -> float:
     """``mean`` minus ``margin`` standard errors of it (``std / sqrt(episodes)``): the score a target is
@@ -149,17 +156,14 @@ class Evaluator:
         check_every = 1 if env.device.type == "cpu" else 16  # a host sync per check on accelerators
         for t in range(self.max_steps):  # episodes longer than the cap count with their partial return
             # only the sub-envs whose episode goes on need to step (GymVecEnv then skips the others)
+            running = ~finished
             actions = agent.act(obs, deterministic=self.deterministic)
-            obs, reward, terminated, truncated, _ = env.step_active(actions, ~finished)
-            returns += reward.double() * ~finished  # a sub-env's later episodes do not count
+            obs, reward, terminated, truncated, _ = env.step_active(actions, running)
+            returns += reward.double() * running  # a sub-env's later episodes do not count
             finished |= terminated | truncated
             if t % check_every == 0 and bool(finished.all()):
                 break
-        values = returns.double()
-        std = float(values.std(unbiased=False)) if values.numel() > 1 else 0.0
-        result = EvalResult(
-            float(values.mean()), std, env.num_envs, time.perf_counter() - start, tuple(values.tolist())
-        )
+        result = EvalResult.of(returns.tolist(), time.perf_counter() - start)
         if math.isnan(result.mean):
             raise FloatingPointError("evaluation returned NaN scores; the policy produces invalid actions")
         if self.best is None or (result.mean, -result.std) > (self.best.mean, -self.best.std):

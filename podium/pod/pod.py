@@ -51,6 +51,7 @@ from podium.machine import local_cpus
 from podium.pod._child import close_quietly, ignore_stop_signals, reap, report_failure
 from podium.pod.evaluator import (
     EvalMode,
+    EvalResult,
     EvaluationError,
     Evaluator,
     EvaluatorService,
@@ -661,6 +662,7 @@ class Pod:
         kwargs = {**spec.env_kwargs, **spec.eval_env_kwargs}
         env = make(spec.env, num_envs=part, device=spec.device, native=spec.native_env, **kwargs)
         returns: list[float] = []
+        start = time.perf_counter()
         try:
             evaluator = Evaluator(env, spec.eval_deterministic)
             while len(returns) < total:
@@ -673,7 +675,8 @@ class Pod:
                         break  # this pod cannot make a difference: the rest of its episodes would not change that
         finally:
             env.close()
-        return _mean_std(returns)
+        result = EvalResult.of(returns, time.perf_counter() - start)
+        return result.mean, result.std, result.episodes
 
     def _evaluator_service(self) -> EvaluatorService:
         spec, agent = self.spec, self.agent
@@ -857,12 +860,6 @@ class _LearnerGroup:
         reap(self.processes, self.conns)
         self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def _mean_std(returns: list[float]) -> tuple[float, float, int]:
-    """Mean, std and count of episode returns, computed as :class:`~podium.pod.evaluator.EvalResult` does."""
-    values = torch.tensor(returns, dtype=torch.float64)
-    return float(values.mean()), float(values.std(unbiased=False)) if len(returns) > 1 else 0.0, len(returns)
 
 
 def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | WorkerGroup:
