@@ -120,6 +120,25 @@ def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
     assert payload["counters"]["steps"] == pod.steps
 
 
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+def test_the_agents_random_stream_is_not_the_envs(tmp_path, algo):
+    """The agent's generator and the first training reset's must differ: with one seed for both, an off-policy
+    pod's first random actions were a function of its envs' initial states (both draw uniforms)."""
+    from podium.pod.worker import Worker
+
+    pod = Pod(PodSpec(env="Pendulum-v1", algo=algo, seed=3, steps=1000, **FAST), tmp_path / "run", progress=False)
+    n = pod.env.num_envs
+    Worker(pod.env, pod.agent, seed=pod.spec.seed + pod.iterations)  # resets the envs as a run does
+    theta = pod.env.state[0][0]  # drawn uniform in [-pi, pi)
+    env_uniforms = theta / math.pi
+    agent_uniforms = torch.rand(n, generator=pod.agent.generator) * 2 - 1
+    assert not torch.allclose(env_uniforms, agent_uniforms, atol=1e-4)
+    # and the stream is still the seed's: the same spec gives the same draws
+    again = Pod(PodSpec(env="Pendulum-v1", algo=algo, seed=3, steps=1000, **FAST), tmp_path / "again", progress=False)
+    first = torch.rand(n, generator=again.agent.generator)
+    assert torch.equal(first * 2 - 1, agent_uniforms)
+
+
 def test_corrupt_and_foreign_checkpoints_are_refused(tmp_path):
     broken = tmp_path / "broken.pt"
     broken.write_bytes(b"not a checkpoint at all")

@@ -97,6 +97,11 @@ SELECT_BAR_MARGIN = 3.5
 CONFIRM_SEED_OFFSET = 500_000_000
 """Confirmations reset with ``spec.seed + CONFIRM_SEED_OFFSET + j * confirm_episodes``: seeds that neither
 training nor routine evaluations use."""
+AGENT_SEED_OFFSET = 900_000_000
+"""The agent's own random stream (exploration noise, random warm-up actions, minibatch order, replay sampling)
+starts from ``spec.seed + AGENT_SEED_OFFSET`` (learner ``k``: plus ``k * LEARNER_SEED_STRIDE``). With the env's
+reset seed (``spec.seed + iteration``) it would draw the very numbers the env drew for its initial states, so
+that an off-policy pod's first random actions were a function of its envs' first states."""
 
 
 class TrainingDivergedError(RuntimeError):
@@ -347,7 +352,7 @@ class Pod:
         if self.cpu_plan.threads is not None:
             torch.set_num_threads(self.cpu_plan.threads)
         if hasattr(self.agent, "generator"):
-            self.agent.generator.manual_seed(spec.seed)
+            self.agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET)
         self.agent.budget_steps = spec.steps  # for schedules defined as a fraction of the budget
         self.steps, self.iterations, self.wall_time, self.eval_time = 0, 0, 0.0, 0.0
         self.eval_wait = 0.0  # seconds training waited for the evaluator
@@ -902,7 +907,7 @@ def _extra_learner(
         agent = build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device, config)
         agent.load_state_dict(state)
         if hasattr(agent, "generator"):
-            agent.generator.manual_seed(spec.seed + LEARNER_SEED_STRIDE * rank)
+            agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + LEARNER_SEED_STRIDE * rank)
         agent.budget_steps = spec.steps
         worker = _make_worker(spec, env, agent, seed=spec.seed + LEARNER_SEED_STRIDE * rank + iterations)
         fusion = FusionGroup(store, rank, spec.learners)
