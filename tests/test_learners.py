@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import multiprocessing
 import os
 import signal
@@ -134,6 +135,18 @@ def test_a_pod_with_two_learners_learns_pendulum(tmp_path, algo, steps, threshol
     first = report.curve[0]["eval_mean"] if len(report.curve) > 1 else -1600.0
     assert report.last_mean > threshold and report.last_mean > first + 200
     assert multiprocessing.active_children() == []  # the extra learner is gone
+
+
+def test_a_budget_fraction_schedule_ends_on_time_with_two_learners(tmp_path):
+    """DQN's epsilon decays over ``exploration_fraction`` of the budget; each learner counts its own env steps,
+    so with two learners it used to reach its final value only at the end of the budget, not half-way."""
+    hparams = {"exploration_fraction": 0.5, "learning_starts": 500}
+    podium.train("CartPole-v1", "dqn", steps=8000, learners=2, run_dir=tmp_path, seed=0, hparams=hparams, **FAST)
+    with (tmp_path / "metrics.csv").open() as f:
+        eps = [(int(r["step"]), float(r["value"])) for r in csv.DictReader(f) if r["name"] == "losses/epsilon"]
+    final = get_algo("dqn").Config().final_eps
+    assert eps and all(value == pytest.approx(final) for step, value in eps if step >= 0.6 * 8000)
+    assert any(value > 0.5 for step, value in eps if step <= 0.2 * 8000)  # still exploring early on
 
 
 def test_a_dying_learner_fails_the_pod_cleanly(tmp_path, monkeypatch):

@@ -91,7 +91,7 @@ class Agent(ABC):
         self.obs_dim = int(observation_space.shape[0])
         self.action_dim = int(action_space.n) if discrete else int(action_space.shape[0])
         self.config = config
-        self.budget_steps: int | None = None  # the pod's step budget, for schedules (set by the pod)
+        self.budget_steps: int | None = None  # this learner's share of the pod's step budget (set by the pod)
         self.num_envs = num_envs
         self.device = device
         if not discrete:

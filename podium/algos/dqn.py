@@ -57,7 +57,8 @@ class DQNConfig(OffPolicyConfig):
     exploration_steps: int = 5_000
     """Env steps (all sub-envs together) over which epsilon decays linearly."""
     exploration_fraction: float | None = Field(default=None, gt=0, le=1)
-    """If set, the decay lasts this fraction of the pod's step budget instead (when the pod has one)."""
+    """If set, the decay lasts this fraction of the pod's step budget instead (when the pod has one; with K
+    learners, each learner's decay lasts this fraction of its share, so all end together)."""
     double: bool = False
     """Double DQN target: online argmax, target-network value."""
     dueling: bool = False

@@ -353,7 +353,7 @@ class Pod:
             torch.set_num_threads(self.cpu_plan.threads)
         if hasattr(self.agent, "generator"):
             self.agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET)
-        self.agent.budget_steps = spec.steps  # for schedules defined as a fraction of the budget
+        self.agent.budget_steps = learner_budget(spec)  # for schedules defined as a fraction of the budget
         self.steps, self.iterations, self.wall_time, self.eval_time = 0, 0, 0.0, 0.0
         self.eval_wait = 0.0  # seconds training waited for the evaluator
         self.best_mean, self.best_std = -math.inf, math.inf
@@ -874,12 +874,19 @@ def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | W
     return Worker(env, agent, seed=seed)
 
 
+def learner_budget(spec: PodSpec) -> int | None:
+    """One learner's share of the pod's env-step budget (``None`` without one): an agent counts the env steps
+    of its own sub-envs, so a schedule over a fraction of the budget (DQN's ``exploration_fraction``) must
+    be over this share, or with K learners it would last K times too long."""
+    return None if spec.steps is None else max(1, spec.steps // spec.learners)
+
+
 def _worker_parts(spec: PodSpec, config: AgentConfig, rank: int, num_envs: int) -> tuple[Any, Agent]:
     """Rollout worker ``rank``'s env (``num_envs`` sub-envs, on the CPU) and agent (a copy of the pod's,
     whose parameters the pod sends before each rollout)."""
     env = make(spec.env, num_envs=num_envs, device="cpu", native=spec.native_env, **spec.env_kwargs)
     agent = build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device, config)
-    agent.budget_steps = spec.steps
+    agent.budget_steps = learner_budget(spec)
     if hasattr(agent, "generator"):
         agent.generator.manual_seed(torch.initial_seed())  # the worker's own seed (WorkerGroup sets it)
     return env, agent
@@ -908,7 +915,7 @@ def _extra_learner(
         agent.load_state_dict(state)
         if hasattr(agent, "generator"):
             agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + LEARNER_SEED_STRIDE * rank)
-        agent.budget_steps = spec.steps
+        agent.budget_steps = learner_budget(spec)
         worker = _make_worker(spec, env, agent, seed=spec.seed + LEARNER_SEED_STRIDE * rank + iterations)
         fusion = FusionGroup(store, rank, spec.learners)
         learner = Learner(agent, fusion, spec.fuse_every)
