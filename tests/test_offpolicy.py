@@ -106,6 +106,15 @@ def test_invalid_hyperparameters_are_refused_by_name(algo, field, value, tmp_pat
         podium.train(ENV_OF[algo], algo, steps=100, hparams={field: value}, tensorboard=False, run_dir=tmp_path)
 
 
+@pytest.mark.parametrize("algo", ["sac", "td3", "dqn"])
+def test_a_learning_start_the_buffer_can_never_reach_is_refused(algo, tmp_path):
+    """The buffer stops growing at its capacity, so learning_starts above it meant no learning, silently."""
+    hparams = {"buffer_size": 500, "learning_starts": 1000}
+    with pytest.raises(ConfigError, match=r"learning_starts \(1000\) is larger than buffer_size \(500\)"):
+        podium.train(ENV_OF[algo], algo, steps=100, hparams=hparams, tensorboard=False, run_dir=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before the run wrote anything
+
+
 # ----------------------------------------------------------------- SAC's squashed Gaussian
 def test_squashed_log_prob_matches_torch_tanh_transform():
     gen = torch.Generator().manual_seed(0)

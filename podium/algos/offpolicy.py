@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from podium.algos.base import Agent, AgentConfig
 from podium.algos.buffers import GoodEpisodes, ReplayBuffer
@@ -56,6 +56,16 @@ class OffPolicyConfig(AgentConfig):
     each with its own return-to-go); memory is ``num_envs * h_term_segment`` staged transitions."""
     h_term_capacity: int = Field(default=50_000, gt=0)
     """H-term: transitions of good episodes kept (the oldest are overwritten)."""
+
+    @model_validator(mode="after")
+    def _learning_can_start(self) -> OffPolicyConfig:
+        if self.learning_starts > self.buffer_size:
+            raise ValueError(
+                f"learning_starts ({self.learning_starts}) is larger than buffer_size ({self.buffer_size}): "
+                "learning waits for that many stored transitions, which the buffer can never hold, so the agent "
+                "would never learn; lower learning_starts or raise buffer_size"
+            )
+        return self
 
 
 class OffPolicyAgent(Agent):
