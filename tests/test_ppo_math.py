@@ -215,6 +215,22 @@ def test_gsde_acts_with_latent_times_a_noise_matrix_held_for_a_rollout_and_score
     assert not torch.equal(agent.noise_matrices, matrices)
 
 
+def test_gsde_stochastic_act_draws_its_own_noise_whatever_the_batch_size():
+    """A stochastic evaluation of as many episodes as the pod has sub-envs used to take the worker's matrices
+    (all zeros in an evaluator's agent, which never explores), so its "stochastic" actions were deterministic."""
+    agent = _sde_agent()  # 6 sub-envs, no rollout yet
+    obs = torch.rand(6, 3) * 2 - 1
+    for batch in (obs, obs[:5]):
+        assert not torch.allclose(agent.act(batch, deterministic=False), agent.act(batch, deterministic=True))
+    agent.explore(obs)  # the worker's matrices are drawn now; acting must not use them
+    matrices = agent.noise_matrices.clone()
+    with torch.no_grad():
+        latent = agent.actor[:-1](agent._norm(obs))
+        held = agent._to_env(agent.actor[-1](latent) + torch.einsum("bl,bla->ba", latent, matrices))
+    assert not torch.allclose(agent.act(obs, deterministic=False), held)
+    assert torch.equal(agent.noise_matrices, matrices)
+
+
 def test_gsde_sample_freq_redraws_the_matrices_every_k_steps():
     agent = _sde_agent(sde_sample_freq=2)
     obs = torch.zeros(6, 3)

@@ -216,8 +216,9 @@ class PPO(Agent):
             return out.argmax(-1) if self.discrete else self._to_env(out)
         return self._to_env(self._sample(obs)[0]) if not self.discrete else self._sample(obs)[0]
 
-    def _sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Sample actions (policy units) and their log-probabilities for normalised ``obs``."""
+    def _sample(self, obs: torch.Tensor, matrices: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample actions (policy units) and their log-probabilities for normalised ``obs``. gSDE uses the
+        noise ``matrices`` ``[B, L, A]`` given (the worker's sub-envs: their current ones), else fresh ones."""
         out = self.actor(obs)
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
@@ -226,9 +227,7 @@ class PPO(Agent):
             return actions, logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         if self.use_sde:
             mean, latent = self._sde_latent(obs)
-            if obs.shape[0] == self.noise_matrices.shape[0]:  # the worker's sub-envs: their current matrices
-                matrices = self.noise_matrices
-            else:  # another batch (e.g. a stochastic evaluation): matrices of its own
+            if matrices is None:  # not the worker's batch (e.g. a stochastic evaluation): matrices of its own
                 matrices = self._draw_noise_matrices(obs.shape[0])
             actions = mean + torch.einsum("bl,bla->ba", latent, matrices)
             return actions, _gaussian_log_prob(actions, mean, self._sde_log_std(latent))
@@ -271,7 +270,7 @@ class PPO(Agent):
                 self.noise_matrices = self._draw_noise_matrices(obs.shape[0])
             self.sde_steps += 1
         nobs = self._norm(obs)
-        actions, logp = self._sample(nobs)
+        actions, logp = self._sample(nobs, self.noise_matrices if self.use_sde else None)
         value = self.critic(nobs).squeeze(-1)
         env_actions = actions if self.discrete else self._to_env(actions)
         return env_actions, {"policy_actions": actions, "logprob": logp, "value": value, "nobs": nobs}
