@@ -524,7 +524,12 @@ class Orchestrator:
     def _reconcile(self) -> None:
         """Pick up the pods an earlier orchestrator left behind (it was killed or interrupted)."""
         for pod in self.board.pods(PodStatus.RUNNING, PodStatus.QUEUED):
-            if pod.handle and self.backend.adopt(pod.id, pod.handle, Path(pod.run_dir)):
+            # a queued pod may be running too: its orchestrator died after starting it, before recording that
+            if self.backend.adopt(pod.id, pod.handle, Path(pod.run_dir)):
+                if pod.status == PodStatus.QUEUED:
+                    self.board.update_pod(
+                        pod.id, status=PodStatus.RUNNING, started=time.time(), attempts=pod.attempts + 1
+                    )
                 self.view.event(f"{pod.id} {pod.algo} still running: adopted")
                 continue
             report = read_report(Path(pod.run_dir))

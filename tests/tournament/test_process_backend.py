@@ -149,6 +149,58 @@ def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(
     assert not board.pods("running", "queued")
 
 
+_DIES_AFTER_SUBMIT = """
+import os, sys
+from podium.tournament.leaderboard import Leaderboard
+from podium.tournament.config import load_tournament_config
+from podium.tournament.orchestrator import Orchestrator
+recorded = Leaderboard.update_pod
+def update_pod(self, pod_id, **fields):
+    if fields.get("status") == "running":  # the pod's process is started, its row still says queued
+        os._exit(9)
+    return recorded(self, pod_id, **fields)
+Leaderboard.update_pod = update_pod
+Orchestrator.start(load_tournament_config(sys.argv[1]), run_dir=sys.argv[2], progress=False).run()
+"""
+
+
+def test_a_pod_started_just_before_the_orchestrator_died_is_adopted_not_started_twice(tmp_path):
+    """The orchestrator starts a pod's process, then records it: a kill in between left a queued row and a live
+    process, and resume started the pod a second time beside it (the first then failed on its deleted files)."""
+    cfg = {"env": "CartPole-v1", "algos": {"ppo": 1}, "backend": "process", "seconds": 60, "pool": {"max": 1}}
+    cfg["pod"] = {**POD, "seconds": 10}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(cfg))
+    run_dir = tmp_path / "run"
+    died = subprocess.run(
+        [sys.executable, "-c", _DIES_AFTER_SUBMIT, str(tmp_path / "t.yaml"), str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert died.returncode == 9, died.stdout + died.stderr
+    board = open_leaderboard(run_dir)
+    (orphan,) = board.pods()
+    board.close()
+    assert orphan.status == "queued" and orphan.handle is None
+    pid = int((Path(orphan.run_dir) / "pod.pid").read_text())
+    assert _alive(pid)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "podium.cli", "tournament", "resume", str(run_dir), "--no-progress", "--seconds", "12"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"{orphan.id} ppo still running: adopted" in resumed.stdout, resumed.stdout
+    assert f"{orphan.id} ppo resumed" not in resumed.stdout
+    board = open_leaderboard(run_dir)
+    now = board.pod(orphan.id)
+    board.close()
+    assert now.status == "finished" and now.attempts == 1, now
+    assert not (Path(orphan.run_dir) / "error.txt").exists()
+    assert not _alive(pid)
+
+
 def test_the_pool_follows_the_orchestrators_cpu_affinity(tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         import pytest

@@ -125,8 +125,9 @@ class Backend(ABC):
     def cancel(self, pod_id: str) -> None:
         """Stop a running pod now. Its periodic checkpoint stays, so it can be resumed later."""
 
-    def adopt(self, pod_id: str, handle: str, run_dir: Path) -> bool:
-        """Take over a pod started by an earlier orchestrator that died; False if it is not running."""
+    def adopt(self, pod_id: str, handle: str | None, run_dir: Path) -> bool:
+        """Take over a pod started by an earlier orchestrator that died; False if it is not running. ``handle``
+        is ``None`` when that orchestrator died between starting the pod and recording its handle."""
         return False
 
     def shutdown(self) -> None:

@@ -161,9 +161,14 @@ class ProcessBackend(Backend):
             return idle.popen
         return None
 
-    def adopt(self, pod_id: str, handle: str, run_dir: Path) -> bool:
-        host, _, pid_text = handle.rpartition(":")
-        if host != self._host or not pid_text.isdigit():
+    def adopt(self, pod_id: str, handle: str | None, run_dir: Path) -> bool:
+        if handle is None:  # started, but its handle never reached the database: the pid file names it
+            pid_text = PodDir(run_dir).pid.read_text().strip() if PodDir(run_dir).pid.is_file() else ""
+        else:
+            host, _, pid_text = handle.rpartition(":")
+            if host != self._host:
+                return False
+        if not pid_text.isdigit():
             return False
         pid = int(pid_text)
         if not _is_pod_process(pid, Path(run_dir)) or PodDir(run_dir).done.exists():
