@@ -492,6 +492,10 @@ class Orchestrator:
     def _collect(self, outcome: PodOutcome) -> None:
         pod = self.board.pod(outcome.pod_id)
         elapsed = self.elapsed()
+        if outcome.report is not None and not all(math.isfinite(x) for x in score_of(outcome.report)[:2]):
+            mean, std, _ = score_of(outcome.report)  # a diverged policy or env; no leaderboard can rank it
+            error = f"its score is not a finite number ({mean} ± {std}): the policy or the env diverged"
+            outcome = PodOutcome(outcome.pod_id, None, error)
         if outcome.report is not None:
             rank = self.updater.offer(pod, outcome.report, elapsed)
             self._failures_in_row = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,33 @@ def test_pods_that_crash_at_start_stop_the_tournament_with_the_reason(tmp_path):
     board = open_leaderboard(tmp_path / "run")
     assert [h["outcome"] for h in board.history()] == ["failed"] * 3
     assert "simulated crash at start" in (Path(board.pods()[0].run_dir) / "error.txt").read_text()
+
+
+def test_a_pod_whose_score_is_not_a_number_fails_and_the_tournament_goes_on(tmp_path, monkeypatch):
+    """SQLite stores NaN as NULL, so offering a NaN score to the leaderboard crashed the orchestrator, and again
+    on every resume (the pod stayed "running" with its report)."""
+    import dataclasses
+
+    import podium.tournament.backends.inline as inline
+
+    real = inline.run_job
+    runs = []
+
+    def diverging(job):
+        report = real(job)
+        runs.append(job.pod_id)
+        if len(runs) == 1:  # the first pod's score is NaN, as after a diverged policy
+            return dataclasses.replace(report, score_mean=math.nan, selection_mean=math.nan)
+        return report
+
+    monkeypatch.setattr(inline, "run_job", diverging)
+    report = tournament(run_dir=tmp_path / "run", progress=False, steps=3 * 2048, **_config())
+    assert report.stop_reason == "steps" and report.pods_failed == 1
+    board = open_leaderboard(tmp_path / "run")
+    first = board.pod(runs[0])
+    assert first.status == "failed" and "not a finite number" in first.error
+    assert board.entries() and all(math.isfinite(e.score_mean) for e in board.entries())
+    assert board.history()[0]["outcome"] == "failed"
 
 
 def test_resume_extends_a_finished_tournament_and_keeps_its_leaderboard(
