@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from pydantic import ValidationError
 
@@ -103,6 +104,13 @@ def preflight(config: TournamentConfig) -> None:
     from podium.algos import get_algo
     from podium.envs import make
 
+    device = str(config.pod.get("device", "cpu"))
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        kind = None
+    if kind not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"pod.device: {device!r} is not a device; use cpu, cuda, cuda:N or mps")
     try:
         env = make(config.env, num_envs=1, device="cpu", **config.env_kwargs)
     except KeyError as exc:
@@ -262,6 +270,13 @@ class Orchestrator:
         except RunDirError as exc:
             raise ConfigError(str(exc)) from None
         runner = backend if isinstance(backend, Backend) else backend_for(config)  # before anything is created
+        device = str(config.pod.get("device", "cpu"))
+        if device.startswith("cuda") and runner.resources().gpus <= 0:
+            runner.shutdown()
+            raise ConfigError(
+                f"pod.device: {device!r}, but the {runner.name} backend reports no GPU (0 GPUs); use "
+                "pod.device: cpu, or run the tournament where the backend has GPUs"
+            )
         created = not run_dir.exists()
         try:
             run_dir.mkdir(parents=True, exist_ok=True)

@@ -87,6 +87,7 @@ def test_bad_configs_are_refused_with_the_field_named(fields, match):
             },
             r"validation period .* overlaps the test period 2015-06-01",
         ),
+        ({"pod": {"seconds": 2, "device": "gpu"}}, r"pod.device: 'gpu' is not a device; use cpu, cuda"),
         (
             {"env": "StockTrading-v0", "algos": {"ppo": 1}, "pod": {"seconds": 2, "eval_env_kwargs": CALMAR}},
             r"pod.eval_env_kwargs .*score 'calmar' is not one of return, sharpe",
@@ -99,6 +100,17 @@ def test_preflight_catches_what_needs_the_env(fields, match, tmp_path):
         preflight(config)
     with pytest.raises(ConfigError, match=match):  # and Orchestrator.start checks it before creating anything
         Orchestrator.start(config, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_gpu_pod_on_a_backend_without_gpus_is_refused_before_anything_starts(tmp_path):
+    from podium.tournament.backends import Resources
+    from podium.tournament.backends.inline import InlineBackend
+
+    config = load_tournament_config(None, **{**BASE, "pod": {"seconds": 2, "device": "cuda:0"}})
+    backend = InlineBackend(resources=Resources(cpus=2, gpus=0))
+    with pytest.raises(ConfigError, match=r"pod.device: 'cuda:0', but the inline backend reports no GPU"):
+        Orchestrator.start(config, run_dir=tmp_path / "run", backend=backend)
     assert not (tmp_path / "run").exists()
 
 
