@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -159,6 +160,11 @@ class PodSpec(BaseModel):
         except KeyError as exc:
             raise ValueError(exc.args[0]) from None
         return value.lower()
+
+    @field_validator("init_checkpoint", mode="before")
+    @classmethod
+    def _path_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, os.PathLike) else value  # a pathlib.Path is a path too
 
     @field_validator("confirm_episodes")
     @classmethod

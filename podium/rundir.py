@@ -145,8 +145,10 @@ class PodDir:
         """Whether a pod has run (or started to run) here."""
         return any(p.exists() for p in self._run_outputs())
 
-    def claim(self, overwrite: bool = False) -> None:
-        """Make sure a *new* pod may write here.
+    def claim(self, overwrite: bool = False) -> bool:
+        """Make sure a *new* pod may write here; True when a previous run's outputs must be deleted first
+        (``overwrite``). Nothing is deleted here: the caller clears (:meth:`clear`) once everything else about
+        the new run has been checked, so a mistake in it loses nothing.
 
         Raises:
             RunDirError: the directory holds a tournament, or another pod's run and ``overwrite`` is off.
@@ -157,14 +159,14 @@ class PodDir:
                 f"(the tournament's pods are in {TournamentDir(self.root).pods})"
             )
         if not self.holds_run():
-            return
+            return False
         if not overwrite:
             raise RunDirError(
                 f"{self.root} already holds a run. Continue it with '--resume {self.root}' "
                 "(Python: podium.train(resume=...)), choose another --run-dir, or pass --overwrite "
                 "(Python: overwrite=True) to delete that run first"
             )
-        self.clear()
+        return True
 
     def clear(self) -> None:
         """Delete a previous run's outputs (other files in the directory are left alone)."""

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import podium
 import podium.envs as podium_envs
 from podium.cli import app
-from podium.config import PodSpec
+from podium.config import ConfigError, PodSpec
 from podium.pod import Pod, PodInterrupted
 from podium.rundir import PodDir, RunDirError
 from podium.store import load_checkpoint, save_checkpoint
@@ -151,6 +151,21 @@ def test_a_used_run_directory_is_refused_with_the_choices_and_overwrite_clears_i
     assert PodDir(run_dir).snapshot_files() == []  # the first run's snapshots do not mix into the second
     assert load_checkpoint(PodDir(run_dir).last)["algo"] == "ppo"
     assert (run_dir / "notes.txt").read_text() == "mine"  # overwrite deletes runs, not the user's files
+
+
+def test_overwrite_deletes_nothing_when_the_new_run_is_refused(tmp_path):
+    """overwrite used to delete the old run first, then find the new run's mistake: both were lost."""
+    run_dir = tmp_path / "run"
+    podium.train("Pendulum-v1", "sac", steps=600, run_dir=run_dir, **FAST)
+    files = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*") if p.is_file())
+    with pytest.raises(ConfigError, match="learning_rat"):
+        podium.train("Pendulum-v1", "sac", steps=600, run_dir=run_dir, overwrite=True, hparams={"learning_rat": 1})
+    with pytest.raises(ConfigError, match=r"init_checkpoint .* lies in .*copy the checkpoint out of it first"):
+        podium.train(
+            "Pendulum-v1", "sac", steps=600, run_dir=run_dir, overwrite=True, init_checkpoint=PodDir(run_dir).best
+        )
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*") if p.is_file()) == files
+    assert load_checkpoint(PodDir(run_dir).last)["algo"] == "sac"
 
 
 def test_the_command_line_refuses_a_used_run_directory_and_accepts_overwrite(tmp_path):

@@ -317,13 +317,20 @@ class Pod:
         overwrite: bool = False,
     ) -> None:
         self.dir = PodDir(run_dir if run_dir is not None else default_run_dir(spec))
-        self.dir.claim(overwrite)
+        replace = self.dir.claim(overwrite)  # the old run is deleted only once the new one has passed every check
+        if replace and spec.init_checkpoint and self.dir.root.resolve() in Path(spec.init_checkpoint).resolve().parents:
+            raise ConfigError(
+                f"init_checkpoint {spec.init_checkpoint} lies in {self.dir.root}, whose run overwrite would delete; "
+                "copy the checkpoint out of it first, or choose another run directory"
+            )
         self._setup(spec, progress, resolve_config(spec), resolve_num_envs(spec))
         if spec.init_checkpoint:
             payload = load_checkpoint(spec.init_checkpoint, map_location=self.env.device)
             self._check_algo(payload, spec.init_checkpoint)
             self.agent.load_state_dict(payload["agent"])
             self._replay = self._read_replay(PodDir.of_checkpoint(spec.init_checkpoint).replay)
+        if replace:
+            self.dir.clear()
 
     def _setup(self, spec: PodSpec, progress: bool | None, config: AgentConfig, num_envs: int) -> None:
         self.spec = spec
