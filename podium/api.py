@@ -25,7 +25,13 @@ def make_spec(config: str | Path | None = None, **fields: Any) -> PodSpec:
         ConfigError: unknown field, wrong type, or invalid value — the message names the field.
     """
     data: dict[str, Any] = load_yaml(config) if config is not None else {}
-    hparams = {**data.pop("hparams", {}), **(fields.pop("hparams", None) or {})}
+    base = data.pop("hparams", None) or {}  # "hparams:" with nothing under it is YAML's null
+    if not isinstance(base, dict):
+        raise ConfigError(
+            f"{config}: hparams must be a mapping of hyperparameter names to values (e.g. 'hparams: "
+            f"{{learning_rate: 0.001}}'), got {type(base).__name__} {base!r}"
+        )
+    hparams = {**base, **(fields.pop("hparams", None) or {})}
     data.update({k: v for k, v in fields.items() if v is not None})
     if hparams:
         data["hparams"] = hparams
@@ -111,7 +117,7 @@ class Policy:
         else:
             x = torch.as_tensor(np.asarray(obs, dtype=np.float32) if is_numpy else obs, device=self.agent.device)
             single = x.dim() == 1
-            x = x.unsqueeze(0) if single else x.float()
+            x = (x.unsqueeze(0) if single else x).float()  # float64 in (MuJoCo's numpy, say): the networks' dtype
         out = self.agent.act(x, deterministic=deterministic)
         out = out[0] if single else out
         if not is_numpy:

@@ -443,12 +443,11 @@ def demo_command(
     """The main job on the embedded default: a short PPO/SAC/TD3 tournament on Pendulum with local
     subprocesses and a SQLite leaderboard; prints the leaderboard."""
     _say("[dim]podium demo: checking the config ...[/]")
-    from podium.tournament import TournamentConfig
-    from podium.tournament.config import DEMO_CONFIG
+    from podium.tournament.config import DEMO_CONFIG, load_tournament_config
     from podium.tournament.orchestrator import Orchestrator
 
-    cfg = TournamentConfig(**{**DEMO_CONFIG, "seconds": seconds})
     try:
+        cfg = load_tournament_config(None, **{**DEMO_CONFIG, "seconds": seconds})
         report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
     except _tournament_errors() as exc:
         raise _fail(str(exc)) from exc

@@ -73,6 +73,21 @@ def test_train_bad_input_exits_with_a_named_problem(tmp_path):
     assert result.exit_code == 2 and "--env" in result.output
     result = runner.invoke(app, ["eval", str(tmp_path / "nothing")], env={"COLUMNS": "300"})
     assert result.exit_code == 2 and "does not exist" in result.output
+    # each of these used to end in a traceback
+    (tmp_path / "null.yaml").write_text("env: CartPole-v1\nalgo: ppo\nsteps: 10\nhparams:\n")
+    (tmp_path / "list.yaml").write_text("env: CartPole-v1\nalgo: ppo\nsteps: 10\nhparams: [1, 2]\n")
+    (tmp_path / "typo.yaml").write_text("env: CartPole-v1\nalgo: ppo\nsteps: 10\nenv_kwargs: {max_episode_step: 3}\n")
+    wide = {"COLUMNS": "300"}
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["train", "--config", str(tmp_path / "null.yaml"), "--run-dir", str(out)], env=wide)
+    assert result.exit_code == 0, result.output  # "hparams:" with nothing under it means none
+    result = runner.invoke(app, ["train", "--config", str(tmp_path / "list.yaml")], env=wide)
+    assert result.exit_code == 2 and "hparams must be a mapping" in result.output
+    result = runner.invoke(app, ["train", "--config", str(tmp_path / "typo.yaml")], env=wide)
+    assert result.exit_code == 2 and "did you mean 'max_episode_steps'" in result.output
+    result = runner.invoke(app, ["demo", "--seconds", "-1", "--run-dir", str(tmp_path / "demo")], env=wide)
+    assert result.exit_code == 2 and "seconds: Input should be greater than 0" in result.output
+    assert not (tmp_path / "demo").exists()
 
 
 # ------------------------------------------------------------------------------------ a newcomer's first minutes

@@ -118,6 +118,12 @@ def test_checkpoint_round_trip_gives_identical_actions(tmp_path):
         agent.generator.manual_seed(3)
     assert torch.equal(fresh.act(obs, deterministic=False), pod.agent.act(obs, deterministic=False))
     assert payload["counters"]["steps"] == pod.steps
+    policy = podium.load(tmp_path)  # any dtype in, one observation or a batch, numpy or torch
+    one = np.array([0.1, -0.2, 0.3])
+    expected = policy.act(one.astype(np.float32))
+    for given in (one, torch.from_numpy(one), torch.from_numpy(one).float()):
+        assert np.allclose(np.asarray(policy.act(given)), expected, atol=1e-6), given
+    assert torch.allclose(policy.act(torch.from_numpy(np.stack([one, one])))[1], torch.as_tensor(expected))
 
 
 @pytest.mark.parametrize("algo", ["sac", "ppo"])
@@ -245,6 +251,15 @@ def test_snapshots_are_kept_at_the_requested_interval_and_survive_resume(tmp_pat
         ({"env": "CartPole-v1", "algo": "ppo"}, "steps, seconds or target"),
         ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"gama": 0.9}}, "gama: unknown field"),
         ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"gamma": "high"}}, "gamma"),
+        # values that used to crash with a bare traceback (ZeroDivisionError, IndexError) or train nonsense
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"num_minibatches": 0}}, "num_minibatches"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"update_epochs": -1}}, "update_epochs"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"learning_rate": -1}}, "learning_rate"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"gamma": 5}}, "gamma"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"gae_lambda": 3}}, "gae_lambda"),
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"clip_coef": -0.5}}, "clip_coef"),
+        ({"env": "Pendulum-v1", "algo": "sac", "steps": 10, "hparams": {"actor_lr": 0}}, "actor_lr"),
+        ({"env": "CartPole-v1", "algo": "dqn", "steps": 10, "hparams": {"learning_rate": -1e-3}}, "learning_rate"),
     ],
 )
 def test_bad_configs_name_the_field(tmp_path, fields, match):
@@ -252,6 +267,7 @@ def test_bad_configs_name_the_field(tmp_path, fields, match):
     path.write_text(yaml.safe_dump(fields))
     with pytest.raises(ConfigError, match=match):
         podium.train(config=path, run_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
 def test_unknown_env_in_train_suggests_a_close_match(tmp_path):

@@ -44,7 +44,7 @@ class DQNConfig(OffPolicyConfig):
 
     buffer_size: int = Field(default=100_000, gt=0)
     """Replay capacity in transitions (all sub-envs together)."""
-    learning_rate: float = 1e-3
+    learning_rate: float = Field(default=1e-3, gt=0)
     """Adam step size."""
     target_update_interval: int = Field(default=50, gt=0)
     """Gradient steps between two target-network updates."""
@@ -54,7 +54,7 @@ class DQNConfig(OffPolicyConfig):
     """Exploration probability when the decay starts (env step 0)."""
     final_eps: float = Field(default=0.05, ge=0, le=1)
     """Exploration probability after the decay."""
-    exploration_steps: int = 5_000
+    exploration_steps: int = Field(default=5_000, ge=0)
     """Env steps (all sub-envs together) over which epsilon decays linearly."""
     exploration_fraction: float | None = Field(default=None, gt=0, le=1)
     """If set, the decay lasts this fraction of the pod's step budget instead (when the pod has one; with K
@@ -65,7 +65,7 @@ class DQNConfig(OffPolicyConfig):
     """Dueling head: ``Q = V + A - mean(A)``."""
     loss: Literal["huber", "mse"] = "huber"
     """TD loss: Huber (smooth L1, delta 1) or mean squared error."""
-    max_grad_norm: float | None = 10.0
+    max_grad_norm: float | None = Field(default=10.0, gt=0)
     """Global gradient-norm clip (None: no clipping)."""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden layer widths of the Q-network."""

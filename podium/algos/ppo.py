@@ -63,31 +63,31 @@ class PPOConfig(AgentConfig):
     rollout_size: int | None = Field(default=None, gt=0)
     """If set, the rollout's total size instead: ``num_steps = ceil(rollout_size / num_envs)``, so the
     same setting works with 4 or 4,096 sub-envs."""
-    learning_rate: float = 3e-4
+    learning_rate: float = Field(default=3e-4, gt=0)
     """Adam step size for actor and critic."""
     anneal_lr: bool = False
     """Decay the learning rate linearly to 0 over the pod's step budget (needs a step budget)."""
-    gamma: float = 0.99
+    gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = Field(default=0.95, ge=0, le=1)
     """GAE lambda (bias/variance trade-off of the advantage)."""
-    num_minibatches: int = 4
+    num_minibatches: int = Field(default=4, gt=0)
     """Minibatches per epoch: minibatch size = ``num_steps * num_envs / num_minibatches``."""
-    update_epochs: int = 4
+    update_epochs: int = Field(default=4, gt=0)
     """Passes over each rollout."""
-    clip_coef: float = 0.2
+    clip_coef: float = Field(default=0.2, gt=0)
     """Surrogate clipping range epsilon: the ratio is clipped to ``[1 - eps, 1 + eps]``."""
     clip_vloss: bool = False
     """Clip the value update around the old value estimate with the same epsilon."""
-    ent_coef: float = 0.0
+    ent_coef: float = Field(default=0.0, ge=0)
     """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
+    vf_coef: float = Field(default=0.5, ge=0)
     """Value loss coefficient."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = Field(default=0.5, gt=0)
     """Global gradient-norm clip."""
     norm_adv: bool = True
     """Normalise advantages per minibatch."""
-    target_kl: float | None = None
+    target_kl: float | None = Field(default=None, gt=0)
     """Stop the epoch loop early when the approximate KL exceeds this (None: never)."""
     normalize_obs: bool = False
     """Normalise observations with running statistics (saved in checkpoints)."""

@@ -52,13 +52,13 @@ class SACConfig(OffPolicyConfig):
 
     tau: float = Field(default=0.02, gt=0, le=1)
     """Polyak coefficient of the target critics: ``target <- (1 - tau) target + tau online``."""
-    actor_lr: float = 3e-3
+    actor_lr: float = Field(default=3e-3, gt=0)
     """Adam step size of the actor."""
-    critic_lr: float = 3e-3
+    critic_lr: float = Field(default=3e-3, gt=0)
     """Adam step size of the twin critics."""
-    alpha_lr: float = 3e-3
+    alpha_lr: float = Field(default=3e-3, gt=0)
     """Adam step size of ``log(alpha)``."""
-    init_alpha: float = 1.0
+    init_alpha: float = Field(default=1.0, gt=0)
     """Initial entropy coefficient."""
     autotune_alpha: bool = True
     """Learn ``alpha`` towards ``target_entropy``; False keeps ``init_alpha`` fixed."""

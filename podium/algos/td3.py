@@ -49,9 +49,9 @@ class TD3Config(OffPolicyConfig):
     tau: float = Field(default=0.05, gt=0, le=1)
     """Polyak coefficient of the target networks, ``target <- (1 - tau) target + tau online``, applied
     at each actor step (every ``policy_delay`` critic steps)."""
-    actor_lr: float = 3e-3
+    actor_lr: float = Field(default=3e-3, gt=0)
     """Adam step size of the actor."""
-    critic_lr: float = 3e-3
+    critic_lr: float = Field(default=3e-3, gt=0)
     """Adam step size of the critic(s)."""
     policy_delay: int = Field(default=2, gt=0)
     """Critic steps per actor (and target) step."""
@@ -67,9 +67,9 @@ class TD3Config(OffPolicyConfig):
     """Mean-reversion rate of the OU noise (its stationary std is ``exploration_noise / sqrt(2 ou_theta)``)."""
     ou_dt: float = Field(default=1e-2, gt=0)
     """Time step of the OU noise."""
-    target_noise: float = 0.2
+    target_noise: float = Field(default=0.2, ge=0)
     """Std of the target policy smoothing noise, in ``[-1, 1]`` action units (0 = no smoothing)."""
-    target_noise_clip: float = 0.5
+    target_noise_clip: float = Field(default=0.5, ge=0)
     """The smoothing noise is clipped to ``[-target_noise_clip, target_noise_clip]``."""
     hidden_sizes: tuple[int, ...] = (128, 128)
     """Hidden layer widths of actor and critics."""

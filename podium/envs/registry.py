@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -152,7 +153,20 @@ def make(
 
     if native and id in registry:
         spec = registry[id]
-        env = spec.load()(num_envs=num_envs, device=device, **{**spec.kwargs, **kwargs})
+        cls = spec.load()
+        options = {**spec.kwargs, **kwargs}
+        params = inspect.signature(cls).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+            takes = [n for n, p in params.items() if p.kind in named and n not in ("num_envs", "device")]
+            for name in options:
+                if name not in takes:
+                    close = difflib.get_close_matches(name, takes, n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    raise ValueError(
+                        f"env_kwargs: {name!r} is not an option of {id}; {hint}it takes: {', '.join(takes) or 'none'}"
+                    )
+        env = cls(num_envs=num_envs, device=device, **options)
     elif id in gym.registry or (id in registry and not native):
         from podium.envs.gym_adapter import GymVecEnv
 
