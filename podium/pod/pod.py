@@ -531,7 +531,10 @@ class Pod:
         stop = self._budget_left(start, base_wall)
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
             self._message = self._nothing_to_do(stop)
-            return self._report(stop, curve, None)
+            report = self._report(stop, curve, None)
+            if spec.select_episodes > 0:  # it may have been stopped during its selection: the score it lacks
+                self._select(report)
+            return report
         # forked processes first (extra learners, evaluator, rollout workers): they must not inherit the
         # logger's thread
         group = _LearnerGroup.start(self) if spec.learners > 1 else None
@@ -643,8 +646,12 @@ class Pod:
         """Score the best snapshot on ``spec.select_episodes`` fresh episodes into ``report`` (a confirmation
         with at least as many episodes already is one)."""
         spec = self.spec
+        recorded = load_checkpoint(self.dir.best)["counters"] if self.dir.best.is_file() else {}
         if report.confirmed_episodes is not None and report.confirmed_episodes >= spec.select_episodes:
             mean, std, episodes = report.confirmed_mean, report.confirmed_std, report.confirmed_episodes
+        elif recorded.get("selection_mean") is not None:  # this best snapshot was scored before (a resumed pod)
+            mean, std = recorded["selection_mean"], recorded["selection_std"]
+            episodes = recorded["selection_episodes"]
         elif self.dir.best.is_file():
             payload = load_checkpoint(self.dir.best, map_location=self.env.device)
             obs_space, act_space = self.env.single_observation_space, self.env.single_action_space

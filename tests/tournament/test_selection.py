@@ -8,6 +8,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from podium.config import PodSpec
 from podium.pod import Pod, PodReport
 from podium.rundir import PodDir
@@ -262,3 +264,37 @@ def test_a_resumed_pod_takes_the_selection_bar_of_its_new_start(tmp_path, monkey
     run_job(PodJob("p0001", spec.model_copy(update={"select_bar": None}), tmp_path / "p", resume=True))
     run_job(PodJob("p0001", spec.model_copy(update={"select_bar": 20.0}), tmp_path / "p", resume=True))
     assert seen == [None, 20.0]
+
+
+def test_a_pod_stopped_during_its_selection_is_scored_when_it_resumes(tmp_path, monkeypatch):
+    """A pod stopped (SIGTERM: a shrinking pool, a wind-down) while it played its selection episodes resumes with
+    its budget spent: it used to return at once, and the leaderboard ranked it by its best training-time
+    evaluation, the optimistic score selection exists to replace."""
+    import signal
+
+    from podium.pod import PodInterrupted
+    from podium.store import load_checkpoint
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, num_envs=4, tensorboard=False, select_episodes=20)
+    run_dir = tmp_path / "p"
+    played = []
+    real = Pod._selection_score
+
+    def interrupted(self, agent):  # SIGTERM arrives while the selection episodes are played
+        raise PodInterrupted(signal.SIGTERM, run_dir, self.steps)
+
+    monkeypatch.setattr(Pod, "_selection_score", interrupted)
+    with pytest.raises(PodInterrupted):
+        Pod(spec, run_dir).run()
+    best = load_checkpoint(PodDir(run_dir).best)
+    assert "selection_mean" not in best["counters"]
+
+    def counted(self, agent):
+        played.append(1)
+        return real(self, agent)
+
+    monkeypatch.setattr(Pod, "_selection_score", counted)
+    report = Pod.resume(run_dir).run()
+    assert played == [1] and report.selection_episodes == 20 and report.selection_mean is not None
+    again = Pod.resume(run_dir).run()  # scored once: the checkpoint keeps the score of the snapshot it holds
+    assert played == [1] and again.selection_mean == report.selection_mean
