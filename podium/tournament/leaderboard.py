@@ -16,7 +16,10 @@ database can hold many tournaments; every row carries its tournament's name. Fou
                  kept: the pod's earlier, better entry stays; failed; lost: its node died, it resumes).
 
 Writes that must not interleave (offering an entry, claiming a tournament) run in one transaction that
-holds the database's write lock (``BEGIN IMMEDIATE`` on SQLite, a row lock on PostgreSQL).
+holds the database's write lock (``BEGIN IMMEDIATE`` on SQLite, a row lock on PostgreSQL); reads take no
+lock, so a dashboard or ``podium leaderboard`` never waits for the orchestrator, nor it for them. Several
+writes that must land together (a pod's result, its status and its history row) share one transaction:
+:meth:`Leaderboard.transaction`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
@@ -250,6 +254,7 @@ class Leaderboard:
     def __init__(self, url: str, name: str) -> None:
         self.url, self.name = url, name
         self.sqlite = url.startswith("sqlite")
+        self._open = threading.local()  # this thread's open transaction (see transaction())
         try:
             if self.sqlite:
                 self.engine: Engine = sa.create_engine(url, connect_args={"timeout": 60})
@@ -271,17 +276,43 @@ class Leaderboard:
         self.engine.dispose()
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[Connection]:
-        """A transaction that holds the write lock for this tournament."""
-        with self.engine.begin() as conn:
-            if not self.sqlite:
-                conn.execute(sa.select(_tournaments.c.name).where(_tournaments.c.name == self.name).with_for_update())
+    def transaction(self) -> Iterator[Connection]:
+        """One transaction that holds the write lock for this tournament; every read and write of this
+        leaderboard inside it (in this thread) is part of it, and all of them commit together or not at all.
+        Nested uses join the outer one."""
+        conn = getattr(self._open, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        with self.engine.connect() as conn:
+            conn.info[_WRITE] = True  # the SQLite "begin" hook takes the write lock at once
+            try:
+                with conn.begin():
+                    if not self.sqlite:
+                        lock = sa.select(_tournaments.c.name).where(_tournaments.c.name == self.name)
+                        conn.execute(lock.with_for_update())
+                    self._open.conn = conn
+                    try:
+                        yield conn
+                    finally:
+                        self._open.conn = None
+            finally:
+                conn.info.pop(_WRITE, None)
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Connection]:
+        """A connection for reading: the open transaction's, else a fresh one (no lock)."""
+        conn = getattr(self._open, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        with self.engine.connect() as conn:
             yield conn
 
     # ----------------------------------------------------------------- the tournament row
     def create(self, config: dict[str, Any]) -> None:
         """Register this tournament. Raises :class:`DatabaseError` if the name is taken."""
-        with self.engine.begin() as conn:
+        with self.transaction() as conn:
             if conn.execute(sa.select(_tournaments.c.name).where(_tournaments.c.name == self.name)).first():
                 raise DatabaseError(
                     f"the database {redact(self.url)} already holds a tournament named {self.name!r}; "
@@ -291,14 +322,14 @@ class Leaderboard:
 
     def info(self) -> dict[str, Any]:
         """The tournament row as a dict. Raises :class:`DatabaseError` if it does not exist."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = conn.execute(sa.select(_tournaments).where(_tournaments.c.name == self.name)).mappings().first()
         if row is None:
             raise DatabaseError(f"no tournament named {self.name!r} in {redact(self.url)}")
         return dict(row)
 
     def update_info(self, **values: Any) -> None:
-        with self._write() as conn:
+        with self.transaction() as conn:
             conn.execute(sa.update(_tournaments).where(_tournaments.c.name == self.name).values(**values))
 
     def claim(self, force: bool = False) -> str:
@@ -309,7 +340,7 @@ class Leaderboard:
                 its heartbeat is younger than :data:`STALE_AFTER` seconds), unless ``force``.
         """
         me = f"{_this_host()}:{os.getpid()}"
-        with self._write() as conn:
+        with self.transaction() as conn:
             row = conn.execute(sa.select(_tournaments).where(_tournaments.c.name == self.name)).mappings().one()
             owner, beat = row["owner"], row["heartbeat"] or 0.0
             if owner and owner != me and not force:
@@ -337,7 +368,7 @@ class Leaderboard:
 
     def take_pod_number(self) -> int:
         """The next pod number (1, 2, ...), reserved atomically."""
-        with self._write() as conn:
+        with self.transaction() as conn:
             number = conn.execute(
                 sa.select(_tournaments.c.next_pod).where(_tournaments.c.name == self.name)
             ).scalar_one()
@@ -351,7 +382,7 @@ class Leaderboard:
             values["status"] = str(PodStatus(values["status"]))
         except ValueError:
             raise IllegalTransition(f"pod {values.get('id')}: {values['status']!r} is not a pod status") from None
-        with self._write() as conn:
+        with self.transaction() as conn:
             conn.execute(sa.insert(_pods).values(tournament=self.name, **values))
         return self.pod(values["id"])
 
@@ -364,7 +395,7 @@ class Leaderboard:
             KeyError: no such pod.
         """
         where = (_pods.c.tournament == self.name, _pods.c.id == pod_id)
-        with self._write() as conn:
+        with self.transaction() as conn:
             if "status" in values:
                 old = conn.execute(sa.select(_pods.c.status).where(*where)).scalar_one_or_none()
                 if old is None:
@@ -377,7 +408,7 @@ class Leaderboard:
                 conn.execute(sa.update(_pods).where(*where).values(**values))
 
     def pod(self, pod_id: str) -> PodRecord:
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             row = (
                 conn.execute(sa.select(_pods).where(_pods.c.tournament == self.name, _pods.c.id == pod_id))
                 .mappings()
@@ -392,7 +423,7 @@ class Leaderboard:
         query = sa.select(_pods).where(_pods.c.tournament == self.name)
         if status:
             query = query.where(_pods.c.status.in_([str(s) for s in status]))
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(query.order_by(_pods.c.number)).mappings().all()
         return [_pod_record(r) for r in rows]
 
@@ -410,7 +441,7 @@ class Leaderboard:
     # ----------------------------------------------------------------- the leaderboard
     def entries(self) -> list[Entry]:
         """The leaderboard, best first: by evaluation mean, then lower std, then earlier."""
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(sa.select(_board).where(_board.c.tournament == self.name)).mappings().all()
         ranked = sorted(rows, key=_rank_key)
         return [_entry(r, rank) for rank, r in enumerate(ranked, start=1)]
@@ -441,7 +472,7 @@ class Leaderboard:
         """
         values = {k: v for k, v in entry.to_dict().items() if k != "rank"}
         new = {**values, "tournament": self.name}
-        with self._write() as conn:
+        with self.transaction() as conn:
             rows = [dict(r) for r in conn.execute(sa.select(_board).where(_board.c.tournament == self.name)).mappings()]
             earlier = next((r for r in rows if r["pod_id"] == entry.pod_id), None)
             at_least_as_good = earlier is not None and _score_key(earlier) <= _score_key(new)
@@ -469,13 +500,13 @@ class Leaderboard:
     # ----------------------------------------------------------------- history
     def record(self, **values: Any) -> None:
         """Append one row to the history (everything the updater received, and its decision)."""
-        with self._write() as conn:
+        with self.transaction() as conn:
             conn.execute(sa.insert(_history).values(tournament=self.name, received=time.time(), **values))
 
     def history(self) -> list[dict[str, Any]]:
         """The history, oldest first (without the full reports)."""
         cols = [c for c in _history.c if c.name not in ("report", "tournament")]
-        with self.engine.connect() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 sa.select(*cols).where(_history.c.tournament == self.name).order_by(_history.c.id)
             ).mappings()
@@ -522,5 +553,10 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
+_WRITE = "podium_write"
+"""Set in a connection's ``info`` while it runs a :meth:`Leaderboard.transaction`."""
+
+
 def _sqlite_begin(conn: Connection) -> None:
-    conn.exec_driver_sql("BEGIN IMMEDIATE")  # take the write lock up front: no lost updates between processes
+    # a write takes the lock up front (no lost updates between processes); a read takes none (WAL)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get(_WRITE) else "BEGIN")

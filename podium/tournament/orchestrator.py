@@ -512,23 +512,29 @@ class Orchestrator:
             error = f"its score is not a finite number ({mean} ± {std}): the policy or the env diverged"
             outcome = PodOutcome(outcome.pod_id, None, error)
         if outcome.report is not None:
-            rank = self.updater.offer(pod, outcome.report, elapsed)
-            self._failures_in_row = 0
             r = outcome.report
+            # the result and whether it reached the target land together: an orchestrator killed in between
+            # would leave a finished pod that no resume collects again, and a target nobody checked
+            tries, time_to_target = self._tries, self._time_to_target
+            with self.board.transaction():
+                rank = self.updater.offer(pod, r, elapsed, prune=False)
+                # judged by the score the leaderboard ranks by, and by the rule that stops a pod: every score at
+                # or above the target is a try, and each try asks for a wider margin than the one before
+                mean, std, episodes = score_of(r)
+                target = self.config.target
+                if time_to_target is None and target is not None and mean >= target:
+                    tries += 1
+                    if reaches(self.rules, mean, std, episodes, tries):
+                        time_to_target = elapsed
+                    self.board.update_info(time_to_target=time_to_target, target_tries=tries)
+            self._tries, self._time_to_target = tries, time_to_target  # as the database has them now
+            self.updater.prune()
+            self._failures_in_row = 0
             where = f"rank {rank}" if rank is not None else "not on the leaderboard"
             self.view.event(
                 f"{pod.id} {pod.algo} finished: {r.score_mean:.1f} ± {r.score_std:.1f} "
                 f"after {r.steps:,} steps, {r.wall_time:.0f} s -> {where}"
             )
-            # judged by the score the leaderboard ranks by, and by the rule that stops a pod: every score at or
-            # above the target is a try, and each try asks for a wider margin than the one before
-            mean, std, episodes = score_of(r)
-            target = self.config.target
-            if self._time_to_target is None and target is not None and mean >= target:
-                self._tries += 1
-                if reaches(self.rules, mean, std, episodes, self._tries):
-                    self._time_to_target = elapsed
-                self.board.update_info(time_to_target=self._time_to_target, target_tries=self._tries)
         elif outcome.lost:
             reason = outcome.error or "its machine went away"
             self.updater.lose(pod, reason, elapsed, steps=_curve_steps(pod))

@@ -42,11 +42,20 @@ class Updater:
     def __init__(self, board: Leaderboard, size: int, margin: float = 0.0, keep_members: bool = False) -> None:
         self.board, self.size, self.margin, self.keep_members = board, size, margin, keep_members
 
-    def offer(self, pod: PodRecord, report: PodReport, elapsed: float) -> int | None:
+    def offer(self, pod: PodRecord, report: PodReport, elapsed: float, prune: bool = True) -> int | None:
         """Record ``pod``'s ``report``; returns the pod's leaderboard rank (1 = best) or None if it is not on it.
+        The entry, the pod's new status and the history row are one transaction: all of them, or none.
 
-        ``elapsed``: seconds since the tournament started (for the history).
+        ``elapsed``: seconds since the tournament started (for the history). ``prune``: then delete the
+        checkpoints nothing needs any more (False: the caller does, after its own transaction commits).
         """
+        with self.board.transaction():
+            rank = self._offer(pod, report, elapsed)
+        if prune:
+            self.prune()
+        return rank
+
+    def _offer(self, pod: PodRecord, report: PodReport, elapsed: float) -> int | None:
         parent_total = 0
         if pod.parent_id is not None:
             parent_total = self.board.pod(pod.parent_id).total_steps or 0
@@ -68,9 +77,8 @@ class Updater:
             score_episodes=episodes,
         )
 
-        # offered before the pod is marked finished: an orchestrator killed in between leaves the pod "running",
-        # and the next one collects its report again (the same result offered twice changes nothing) instead
-        # of losing it
+        # offered before the pod is marked finished, in one transaction: an orchestrator killed before it commits
+        # leaves the pod "running", and the next one collects its report again instead of losing it
         def displaces(new: Entry, pushed: Entry) -> bool:
             """Higher by more than ``margin`` standard errors of the difference of the two means."""
             pushed_episodes = pushed.score_episodes or episodes  # an entry from an older podium: assume the same
@@ -106,7 +114,6 @@ class Updater:
             wall_time=entry.wall_time,
             report=_jsonable(report.to_dict()),
         )
-        self.prune()
         return rank
 
     def fail(self, pod: PodRecord, error: str, elapsed: float, steps: int | None = None) -> None:

@@ -214,6 +214,57 @@ def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_pa
             again.board.close()
 
 
+def test_a_result_that_reaches_the_target_lands_whole_or_not_at_all(tmp_path, monkeypatch):
+    """The entry, the pod's "finished", its history row and the target's time are one transaction: an
+    orchestrator killed between them used to leave a finished pod (never collected again) and no target."""
+    from podium.tournament import load_tournament_config
+    from podium.tournament.backends import PodOutcome, Resources
+    from podium.tournament.backends.inline import InlineBackend
+    from podium.tournament.orchestrator import Orchestrator
+
+    config = load_tournament_config(None, env="Pendulum-v1", algos={"sac": 1}, target=-150.0, seconds=60)
+    orch = Orchestrator.start(config, run_dir=tmp_path / "t", backend=InlineBackend(Resources(cpus=1)), progress=False)
+    try:
+        orch._t0, orch._elapsed0 = time.monotonic(), 0.0
+        run = PodDir(tmp_path / "p0001")
+        _pod(orch.board, run.root, 1)
+
+        def killed(**values):
+            raise KeyboardInterrupt  # the orchestrator dies as it writes the time to target
+
+        with monkeypatch.context() as patch:
+            patch.setattr(orch.board, "update_info", killed)
+            with pytest.raises(KeyboardInterrupt):
+                orch._collect(PodOutcome("p0001", _report(run, -140.0, -120.0)))
+        assert orch.board.pod("p0001").status == "running"  # to be collected again, by the next orchestrator
+        assert orch.board.entries() == [] and orch.board.history() == []
+        assert orch.board.info()["time_to_target"] is None and orch._time_to_target is None
+        orch._collect(PodOutcome("p0001", _report(run, -140.0, -120.0)))
+        assert orch.board.pod("p0001").status == "finished" and len(orch.board.entries()) == 1
+        assert orch.board.info()["time_to_target"] == orch._time_to_target is not None
+    finally:
+        orch.board.close()
+
+
+def test_reading_the_board_waits_for_no_writer(tmp_path):
+    """Reads took SQLite's write lock too, so a dashboard or 'podium leaderboard' queued behind the orchestrator
+    (and it behind them) for up to a minute."""
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'board.db'}"
+    writer = _board(url)
+    reader = Leaderboard(url, writer.name)
+    read = []
+    with writer.transaction():
+        _pod(writer, tmp_path / "p0001", 1)
+        thread = threading.Thread(target=lambda: read.append((reader.info()["name"], reader.pods())))
+        thread.start()
+        thread.join(10)  # a read under the old lock waited out SQLite's 60 s busy timeout
+        assert read == [(writer.name, [])]  # it read at once, and saw nothing uncommitted
+    assert [p.id for p in reader.pods()] == ["p0001"]
+    writer.close(), reader.close()
+
+
 def _entry(mean: float):
     from podium.tournament.leaderboard import Entry
 
