@@ -23,11 +23,15 @@ log, report and plots).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
+import signal
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,6 +96,23 @@ class TournamentReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM raises KeyboardInterrupt, as SIGINT does (only the main thread can handle signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def preflight(config: TournamentConfig) -> None:
@@ -355,13 +376,20 @@ class Orchestrator:
         self.view.start(self.run_dir)
         stop = StopReason.INTERRUPTED
         try:
-            self._reconcile()
-            stop = self._loop()
-        except KeyboardInterrupt:
-            stop = StopReason.INTERRUPTED
-        finally:
-            self._wind_down(stop)
-            self.view.stop()
+            with _sigterm_as_interrupt():  # `kill`, `docker stop`, Kubernetes: wind down as for Ctrl-C
+                try:
+                    self._reconcile()
+                    stop = self._loop()
+                except KeyboardInterrupt:
+                    stop = StopReason.INTERRUPTED
+                finally:
+                    self._wind_down(stop)
+                    self.view.stop()
+        except BaseException:  # a crash: give up ownership, so that a resume need not wait for it to go stale
+            with contextlib.suppress(Exception):
+                board.release("interrupted", stop_reason=str(StopReason.INTERRUPTED), elapsed=self.elapsed())
+                board.close()
+            raise
         report = self._report(stop)
         status = "interrupted" if stop == StopReason.INTERRUPTED else "finished"
         board.release(status, stop_reason=str(stop), elapsed=report.elapsed)

@@ -149,6 +149,23 @@ def test_an_orchestrator_killed_with_sigkill_resumes_with_nothing_lost(
     assert not board.pods("running", "queued")
 
 
+def test_sigterm_winds_the_orchestrator_down_like_ctrl_c(tmp_path):
+    """`kill`, `docker stop` and Kubernetes send SIGTERM: the orchestrator used to die at once, leaving its pods
+    training with nobody to collect them and itself recorded as the tournament's owner."""
+    proc, run_dir = _start(tmp_path, seconds=120, pod={**POD, "seconds": 60}, pool={"max": 1})
+    (pod,) = _wait(lambda: _running_pods(run_dir), 90, "a running pod", proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(60)
+    board = open_leaderboard(run_dir)
+    info, now = board.info(), board.pod(pod.id)
+    board.close()
+    assert info["status"] == "interrupted" and info["owner"] is None, info
+    assert now.status == "preempted", now  # stopped with its checkpoint, to resume
+    assert not _alive(_pid(pod))
+    log = (tmp_path / "orchestrator.log").read_text()
+    assert "Traceback" not in log, log
+
+
 _DIES_AFTER_SUBMIT = """
 import os, sys
 from podium.tournament.leaderboard import Leaderboard
