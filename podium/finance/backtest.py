@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,7 @@ from podium.envs import make, registry
 from podium.finance.data import SHIPPED_DATASETS, load_ohlcv
 from podium.finance.env import StockTradingVecEnv
 from podium.finance.indicators import FINRL_INDICATORS
-from podium.finance.market import TEST_PERIOD, MarketData, load_market, prepared_frame
+from podium.finance.market import TEST_PERIOD, TRAIN_PERIOD, MarketData, check_split, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance_table
 from podium.rundir import PodDir, TournamentDir
 from podium.store import CheckpointError, load_checkpoint
@@ -57,6 +58,7 @@ __all__ = [
     "find_snapshots",
     "generalisation_curve",
     "resolve_policy_paths",
+    "seen_periods",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -106,6 +108,9 @@ class BacktestReport:
     transaction_cost: float
     policies: list[str]
     files: dict[str, Path] = field(default_factory=dict)
+    in_sample: list[str] = field(default_factory=list)
+    """Where the period overlaps data a member trained or was selected on (see :func:`seen_periods`): then
+    the metrics are in-sample, not a test. Empty for an honest out-of-sample backtest."""
 
     @property
     def out_dir(self) -> Path | None:
@@ -200,6 +205,35 @@ def _env_kwargs(policy: Policy) -> dict[str, Any]:
             "(podium.finance.env.StockTradingVecEnv, e.g. 'StockTrading-v0'); it cannot be backtested"
         )
     return {**entry.kwargs, **spec.env_kwargs}
+
+
+def seen_periods(policy: Policy) -> dict[str, tuple[str, str]]:
+    """The periods a trading policy's spec says it learned from (``train``: its env's period) and was chosen
+    on (``validation``: its evaluation env's, when that has its own). Data the spec does not date (a user's
+    file) is left out; the shipped sets without a period count as their whole history."""
+    kwargs = _env_kwargs(policy)
+    seen: dict[str, tuple[str, str]] = {}
+    for name, options in (("train", kwargs), ("validation", {**kwargs, **policy.spec.eval_env_kwargs})):
+        period, data = options.get("period"), options.get("data")
+        if period is None and data is None:
+            period = TRAIN_PERIOD  # what the env loads by default
+        elif period is None and isinstance(data, str) and data in SHIPPED_DATASETS:
+            period = ("1900-01-01", "2100-12-31")
+        if period is not None and (name == "train" or tuple(period) != seen.get("train")):
+            seen[name] = (str(period[0]), str(period[1]))
+    return seen
+
+
+def _in_sample(members: Sequence[Policy], start: str | pd.Timestamp, end: str | pd.Timestamp) -> list[str]:
+    """One line per member and period of its training or selection that ``start..end`` overlaps."""
+    lines = []
+    for member in members:
+        for name, period in seen_periods(member).items():
+            try:
+                check_split(**{name: period, "test": (start, end)})
+            except ValueError as exc:
+                lines.append(f"{member.path}: {exc}")
+    return lines
 
 
 def _source_tickers(source: MarketData | pd.DataFrame | str | None, indicators: Sequence[str]) -> tuple[str, ...]:
@@ -449,7 +483,10 @@ def backtest(
         initial_cash=cash0,
         transaction_cost=env.transaction_cost,
         policies=[str(m.path) for m in members],
+        in_sample=_in_sample(members, start, end),
     )
+    for line in report.in_sample:
+        warnings.warn(f"an in-sample backtest, not a test: {line}", UserWarning, stacklevel=2)
     if out_dir is not None:
         _write(report, Path(out_dir))
     return report
@@ -698,7 +735,15 @@ def backtest_command(
         top_k = available
     paths = resolve_policy_paths(path, top_k, checkpoints=checkpoints)
     out_dir = Path(out) if out is not None else _default_out_dir(Path(path), start, end)
-    report = backtest(paths, start, end, initial_cash=initial_cash, device=device, out_dir=out_dir)
+    with warnings.catch_warnings():  # said below, in the table's words
+        warnings.simplefilter("ignore", UserWarning)
+        report = backtest(paths, start, end, initial_cash=initial_cash, device=device, out_dir=out_dir)
+    for line in report.in_sample:
+        console.print(
+            f"[bold yellow]warning: an in-sample backtest, not a test:[/] {escape(line)}; its metrics say how "
+            "well the policy fits data it has seen, not how it trades on new data",
+            soft_wrap=True,
+        )
 
     names = list(report.metrics.index)
     headers = {POLICY: "policy" if len(paths) == 1 else f"ensemble of {len(paths)}", EQUAL_WEIGHT: "equal weight"}

@@ -33,9 +33,10 @@ TRAIN_PERIOD: tuple[str, str] = ("2009-01-02", "2015-12-31")
 """Training period of the shipped Dow-29 data (1,762 trading days)."""
 
 TEST_PERIOD: tuple[str, str] = ("2016-01-04", "2017-11-10")
+"""Test period of the shipped Dow-29 data (470 trading days)."""
+
 VALIDATION_PERIOD: tuple[str, str] = ("2015-01-02", "2015-12-31")
 """The year a trading tournament selects its policies on when it trains on 2009-2014 (examples/stock_dow29.yaml)."""
-"""Test period of the shipped Dow-29 data (470 trading days)."""
 
 Period = tuple[str | pd.Timestamp, str | pd.Timestamp]
 """An inclusive ``(start, end)`` pair of dates."""

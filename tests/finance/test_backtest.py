@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from podium.finance.backtest import (
     find_snapshots,
     generalisation_curve,
     resolve_policy_paths,
+    seen_periods,
 )
 from podium.finance.env import StockTradingVecEnv
 from podium.finance.market import TEST_PERIOD, load_market, prepared_frame
@@ -255,3 +257,17 @@ def test_backtest_command_prints_a_table_and_writes_the_files(run_dir: Path, tmp
         run_dir / "checkpoints" / "last.pt", *SHORT, out=tmp_path / "x", console=Console(file=io.StringIO())
     )
     assert other.out_dir == tmp_path / "x"
+
+
+def test_a_backtest_on_data_the_policy_has_seen_says_it_is_in_sample(run_dir: Path, policy: Policy) -> None:
+    """The policy trained on 2015-10..12: a backtest over it used to print its metrics as if they were a test."""
+    assert seen_periods(policy) == {"train": ("2015-10-01", "2015-12-31")}
+    with pytest.warns(UserWarning, match=r"in-sample backtest.*train period 2015-10-01\.\.2015-12-31 overlaps"):
+        report = backtest(policy, "2015-11-02", "2016-01-29")
+    assert len(report.in_sample) == 1
+    buffer = io.StringIO()
+    backtest_command(run_dir, "2015-12-01", "2016-01-29", console=Console(file=buffer, width=300))
+    assert "warning: an in-sample backtest, not a test" in buffer.getvalue()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a test period it never saw: no warning
+        assert backtest(policy, *SHORT).in_sample == []
