@@ -444,3 +444,25 @@ def test_a_node_killed_mid_tournament_loses_its_pods_which_resume_elsewhere_from
     assert 3 in sizes and sizes[-1] == 2, sizes  # grew with the node, shrank when it died
     assert board.info()["stop_reason"] == "steps"
     board.close()
+
+
+@pytest.mark.parametrize(
+    ("sizes", "cpus_per_pod", "gpus_per_pod", "pods", "gpus"),
+    [
+        ([(3, 0), (3, 0)], 2, 0, 2, 0),  # 6 CPUs in all hold three 2-CPU pods, but each node holds one
+        ([(4, 0), (4, 0)], 2, 0, 4, 0),
+        ([(16, 1), (16, 1)], 2, 0.5, 4, 2),  # the GPUs decide: two half-GPU pods per node
+        ([(16, 2)], 1, 0, 16, 2),  # CPU pods: the GPUs are reported as they are (for a GPU pod.device check)
+        ([(1, 0)], 2, 0, 0, 0),
+    ],
+)
+def test_the_pool_counts_only_the_pods_each_node_holds(sizes, cpus_per_pod, gpus_per_pod, pods, gpus):
+    """The pool was sized from the cluster's CPU total: a pod that fits no node's remainder counted as running
+    while it waited for a place."""
+    from podium.tournament.backends.ray import usable_resources
+    from podium.tournament.scheduler import Rules, pool_size
+
+    usable = usable_resources(sizes, cpus_per_pod, gpus_per_pod)
+    assert usable.gpus == gpus
+    rules = Rules(cpus_per_pod=cpus_per_pod, gpus_per_pod=gpus_per_pod, pool_min=0, pool_max=64)
+    assert pool_size(rules, usable) == pods

@@ -45,6 +45,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,6 +162,20 @@ def _signaller() -> Any:
         return True
 
     return send
+
+
+def usable_resources(sizes: Sequence[tuple[float, float]], cpus_per_pod: float, gpus_per_pod: float) -> Resources:
+    """What a cluster whose nodes have ``sizes`` (CPUs, GPUs) can give pods of ``cpus_per_pod`` and
+    ``gpus_per_pod``: a pod's actor lives on one node, so each node counts only the whole pods it holds (two
+    nodes of 3 CPUs hold two 2-CPU pods, not three). GPUs are counted likewise when pods ask for them."""
+    cpus = gpus = 0.0
+    for node_cpus, node_gpus in sizes:
+        fit = math.floor(node_cpus / cpus_per_pod + 1e-9)  # cpus_per_pod > 0 (the config says so)
+        if gpus_per_pod > 0:
+            fit = min(fit, math.floor(node_gpus / gpus_per_pod + 1e-9))
+        cpus += fit * cpus_per_pod
+        gpus += fit * gpus_per_pod if gpus_per_pod > 0 else node_gpus
+    return Resources(cpus=float(cpus), gpus=float(gpus))
 
 
 @dataclass
@@ -351,8 +366,8 @@ class RayBackend(Backend):
             self._requested = True
 
     def resources(self) -> Resources:
-        total = self._ray.cluster_resources()  # node:<ip> keys and memory are not what a pod declares
-        return Resources(cpus=float(total.get("CPU", 0.0)), gpus=float(total.get("GPU", 0.0)))
+        sizes = [(n["Resources"].get("CPU", 0.0), n["Resources"].get("GPU", 0.0)) for n in self._nodes()]
+        return usable_resources(sizes, self.cpus_per_pod, self.gpus_per_pod)
 
     # ----------------------------------------------------------------- pods
     def _new_slot(self) -> _Slot:
