@@ -78,6 +78,10 @@ def train(
         >>> report = podium.train("CartPole-v1", "ppo", target=475, seconds=60)
         >>> report.score_mean, report.time_to_target
     """
+    if resume is not None and overwrite:
+        raise ConfigError(
+            "resume continues the run in its directory and overwrite deletes it: choose one (resume keeps it)"
+        )
     if resume is not None:
         budget = {k: fields.pop(k, None) for k in ("steps", "seconds", "target")}
         unused = sorted(k for k, v in {**fields, "env": env, "algo": algo, "config": config}.items() if v is not None)
@@ -127,6 +131,8 @@ class Policy:
 
     def evaluate(self, episodes: int = 32, seed: int = 0, env: str | None = None) -> tuple[float, float]:
         """Mean and std of the return over ``episodes`` parallel episodes (deterministic policy)."""
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+            raise ValueError(f"episodes: evaluate at least 1 episode, got {episodes!r}")
         from podium.envs import make
 
         spec = self.spec

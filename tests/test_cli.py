@@ -62,6 +62,11 @@ def test_train_then_eval_from_the_command_line(tmp_path):
     result = runner.invoke(app, ["eval", str(run_dir), "--episodes", "4"])
     assert result.exit_code == 0, result.output
     assert "over 4 episodes" in result.output
+    result = runner.invoke(app, ["eval", str(run_dir), "--episodes", "0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "episodes: evaluate at least 1 episode, got 0" in result.output
+    result = runner.invoke(app, ["train", "--resume", str(run_dir), "--overwrite"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "choose one" in result.output
+    assert (run_dir / "checkpoints" / "best.pt").is_file()  # neither resumed nor deleted
 
 
 def test_train_bad_input_exits_with_a_named_problem(tmp_path):

@@ -155,6 +155,11 @@ def test_unknown_env_id_suggests_close_match():
         envs.make("CartPol-v1")
 
 
+def test_native_false_on_an_env_only_podium_has_says_so():
+    with pytest.raises(ValueError, match="StockTrading-v0 is podium's own env and has no gymnasium implementation"):
+        envs.make("StockTrading-v0", native=False)
+
+
 def test_register_a_user_vecenv_and_make_it():
     class Constant(CartPoleVecEnv):
         pass

@@ -167,7 +167,12 @@ def make(
                         f"env_kwargs: {name!r} is not an option of {id}; {hint}it takes: {', '.join(takes) or 'none'}"
                     )
         env = cls(num_envs=num_envs, device=device, **options)
-    elif id in gym.registry or (id in registry and not native):
+    elif id in registry and id not in gym.registry:  # native=False asked for gymnasium's own, which has none
+        raise ValueError(
+            f"{id} is podium's own env and has no gymnasium implementation to compare with: native=False "
+            "(native_env: false) applies to gymnasium ids such as CartPole-v1; drop it for this env"
+        )
+    elif id in gym.registry:
         from podium.envs.gym_adapter import GymVecEnv
 
         env = GymVecEnv(id, num_envs=num_envs, device=device, **kwargs)

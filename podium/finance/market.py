@@ -203,7 +203,8 @@ def prepared_frame(
 
 def check_split(**periods: Period | None) -> None:
     """Refuse data splits that overlap, e.g. ``check_split(train=..., validation=..., test=...)`` (None:
-    not used). Each period is inclusive ``(start, end)``; they must be disjoint.
+    not used). Each period is inclusive ``(start, end)``; they must be disjoint, and in time order: training
+    before validation before test.
 
     Raises:
         ValueError: naming the two periods that overlap, their dates, and what to change.
@@ -218,6 +219,12 @@ def check_split(**periods: Period | None) -> None:
                 raise ValueError(
                     f"the {a} period {a0.date()}..{a1.date()} overlaps the {b} period {b0.date()}..{b1.date()}: "
                     f"data used to {_USE[a]} must not be used to {_USE[b]}; make the periods disjoint"
+                )
+            if a in _USE and b in _USE and list(_USE).index(a) < list(_USE).index(b) and b1 < a0:
+                raise ValueError(
+                    f"the {b} period {b0.date()}..{b1.date()} comes before the {a} period {a0.date()}..{a1.date()}: "
+                    f"data used to {_USE[b]} must come after the data used to {_USE[a]}, or the policy has "
+                    "seen the future; swap the periods"
                 )
 
 

@@ -87,6 +87,15 @@ def test_bad_configs_are_refused_with_the_field_named(fields, match):
             },
             r"validation period .* overlaps the test period 2015-06-01",
         ),
+        (  # selecting on 2015 a policy trained on 2016-17: it has seen the future
+            {
+                "env": "StockTrading-v0",
+                "env_kwargs": {"period": ["2016-01-04", "2017-11-10"]},
+                "algos": {"ppo": 1},
+                "pod": {"seconds": 2, "eval_env_kwargs": VALIDATION},
+            },
+            r"the validation period 2015-01-02\.\.2015-12-31 comes before the train period 2016-01-04",
+        ),
         ({"pod": {"seconds": 2, "device": "gpu"}}, r"pod.device: 'gpu' is not a device; use cpu, cuda"),
         (
             {"env": "StockTrading-v0", "algos": {"ppo": 1}, "pod": {"seconds": 2, "eval_env_kwargs": CALMAR}},
