@@ -408,6 +408,10 @@ def backtest_command(
         bool, typer.Option(help="also backtest every training snapshot: test return vs training time")
     ] = False,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps")] = "cpu",
+    fill: Annotated[
+        str | None,
+        typer.Option(help="when orders execute: close (the close the policy saw) or next_close (default: as trained)"),
+    ] = None,
 ) -> None:
     """Backtest a trading policy on later data against buy-and-hold of DIA and of the equal-weight basket:
     metrics table (empyrical), account-value PNG, daily CSV and trades CSV."""
@@ -425,7 +429,16 @@ def backtest_command(
 
             checkpoints = [e.checkpoint for e in leaderboard(path)]
         report = run_backtest(
-            path, start, end, top_k, out, initial_cash, checkpoints=checkpoints, device=device, console=console
+            path,
+            start,
+            end,
+            top_k,
+            out,
+            initial_cash,
+            checkpoints=checkpoints,
+            device=device,
+            console=console,
+            fill=fill,
         )
         if generalisation:
             frame = generalisation_curve(path, report.start, report.end, out_dir=report.out_dir, device=device)

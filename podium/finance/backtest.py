@@ -42,7 +42,7 @@ import torch
 from podium.api import Policy, load
 from podium.envs import make, registry
 from podium.finance.data import SHIPPED_DATASETS, load_ohlcv
-from podium.finance.env import StockTradingVecEnv
+from podium.finance.env import FILLS, StockTradingVecEnv
 from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import TEST_PERIOD, TRAIN_PERIOD, MarketData, check_split, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance_table
@@ -374,6 +374,7 @@ def backtest(
     device: str | torch.device = "cpu",
     benchmark: str | None = "DIA",
     out_dir: PathLike | None = None,
+    fill: str | None = None,
 ) -> BacktestReport:
     """Trade a policy, or an ensemble of policies, through ``start..end`` and compare with buy-and-hold.
 
@@ -397,6 +398,9 @@ def backtest(
             alongside; ``None`` skips it.
         out_dir: if given, write ``backtest.csv`` (the daily table), ``trades.csv``, ``metrics.csv``
             and ``backtest.png`` (account values over time) there.
+        fill: when the orders made on a day execute (:class:`~podium.finance.env.StockTradingVecEnv`'s
+            ``fill``): ``"close"`` (that day's close, which the policy has seen: optimistic) or
+            ``"next_close"`` (the next day's); default: as the policy trained.
 
     Returns:
         A :class:`BacktestReport`.
@@ -431,6 +435,8 @@ def backtest(
     }
     if initial_cash is not None:
         overrides["initial_cash"] = float(initial_cash)
+    if fill is not None:
+        overrides["fill"] = fill
     env = make(members[0].spec.env, num_envs=1, device=env_device, **{**kwargs, **overrides})
     assert isinstance(env, StockTradingVecEnv)  # guaranteed by _env_kwargs
     for member in members:
@@ -445,12 +451,13 @@ def backtest(
         held = torch.empty((num_days, num_stocks), dtype=env.dtype, device=env.device)
         value[0], cash[0], held[0] = env.account_value[0], env.cash[0], env.holdings[0]
         terminated = torch.zeros(1, dtype=torch.bool, device=env.device)
+        delay = FILLS.index(env.fill)
         for t in range(num_days - 1):  # one step per trading day; the last day only closes the books
             obs, _, terminated, _, info = env.step(_act(members, obs, deterministic))
             value[t + 1] = info["account_value"][0]
             cash[t + 1] = info["cash"][0]
             held[t + 1] = info["holdings"][0]
-            cost[t] = info["transaction_cost"][0]
+            cost[t + delay] = info["transaction_cost"][0]  # on the day the orders fill
         if not bool(terminated[0]):
             raise RuntimeError("the backtest episode did not end on the last day of the period (env rules changed?)")
         value_np, cash_np, cost_np = (x.cpu().numpy() for x in (value, cash, cost))
@@ -474,7 +481,7 @@ def backtest(
     holdings = pd.DataFrame(held_np, index=dates, columns=list(market.tickers))
     report = BacktestReport(
         daily=daily,
-        trades=_trades(held_np, market, env.transaction_cost),
+        trades=_trades(held_np, market, env.transaction_cost, delay=delay),
         holdings=holdings,
         metrics=performance_table(curves),
         tickers=market.tickers,
@@ -492,11 +499,13 @@ def backtest(
     return report
 
 
-def _trades(held: np.ndarray, market: MarketData, transaction_cost: float) -> pd.DataFrame:
-    """Long-format trades from ``[T, S]`` holdings: the orders of day t are ``held[t + 1] - held[t]``."""
+def _trades(held: np.ndarray, market: MarketData, transaction_cost: float, delay: int = 0) -> pd.DataFrame:
+    """Long-format trades from ``[T, S]`` holdings: the orders of day t are ``held[t + 1] - held[t]``, filled
+    on day ``t + delay`` at its close (``delay`` 1: ``fill="next_close"``)."""
     change = np.diff(held, axis=0)  # [T - 1, S]
     day, stock = np.nonzero(change)
     shares = change[day, stock]
+    day = day + delay
     price = market.close[day, stock]
     return pd.DataFrame(
         {
@@ -677,10 +686,11 @@ def _day(value: str | pd.Timestamp, what: str) -> str:
         raise ValueError(f"cannot read the {what} day {value!r} as a date ({exc}); write it as YYYY-MM-DD") from None
 
 
-def _default_out_dir(path: Path, start: str, end: str) -> Path:
+def _default_out_dir(path: Path, start: str, end: str, fill: str | None = None) -> Path:
+    tail = f"{start}_{end}" + (f"_{fill}" if fill not in (None, FILLS[0]) else "")
     if path.is_dir():
-        return path / f"backtest_{start}_{end}"
-    return path.parent / f"backtest_{path.stem}_{start}_{end}"
+        return path / f"backtest_{tail}"
+    return path.parent / f"backtest_{path.stem}_{tail}"
 
 
 def backtest_command(
@@ -694,6 +704,7 @@ def backtest_command(
     checkpoints: Sequence[PathLike] | None = None,
     device: str = "cpu",
     console: Any = None,
+    fill: str | None = None,
 ) -> BacktestReport:
     """Everything ``podium backtest`` does: resolve the policies, backtest, write the files, print a table.
 
@@ -710,6 +721,8 @@ def backtest_command(
         checkpoints: explicit checkpoint files, best first (see :func:`resolve_policy_paths`).
         device: torch device of the policies and the env.
         console: a ``rich.console.Console`` to print to (default: a new one on stdout).
+        fill: when orders execute, as in :func:`backtest` (default: as the policy trained); a
+            ``next_close`` backtest's default directory ends in ``_next_close``.
 
     Returns:
         The :class:`BacktestReport`; its files are in ``report.out_dir``.
@@ -734,10 +747,12 @@ def backtest_command(
         )
         top_k = available
     paths = resolve_policy_paths(path, top_k, checkpoints=checkpoints)
-    out_dir = Path(out) if out is not None else _default_out_dir(Path(path), start, end)
+    if fill is not None and fill not in FILLS:
+        raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
+    out_dir = Path(out) if out is not None else _default_out_dir(Path(path), start, end, fill)
     with warnings.catch_warnings():  # said below, in the table's words
         warnings.simplefilter("ignore", UserWarning)
-        report = backtest(paths, start, end, initial_cash=initial_cash, device=device, out_dir=out_dir)
+        report = backtest(paths, start, end, initial_cash=initial_cash, device=device, out_dir=out_dir, fill=fill)
     for line in report.in_sample:
         console.print(
             f"[bold yellow]warning: an in-sample backtest, not a test:[/] {escape(line)}; its metrics say how "

@@ -5,11 +5,20 @@ environment (one account, a pandas row lookup per day, a Python loop over stocks
 reference implementation in tests and as the peer in ``benchmarks/trading_env.py``.
 
 **The market.** S stocks over T trading days (:class:`~podium.finance.market.MarketData`). Every
-trade executes at the day's close price.
+trade executes at a close price: by default the close of the day the agent observed (``fill="close"``,
+FinRL's convention), with ``fill="next_close"`` the next day's.
+
+**When orders fill.** The observation of day ``d`` holds ``close[d]`` and the indicators computed from it.
+Filling the orders made from it at that same close is optimistic: nobody can see a closing price and then
+trade at it (a market-on-close order must be sent minutes before the close, on the prices of that moment).
+``fill="next_close"`` removes the look-ahead: the orders made on day ``d`` execute at ``close[d + 1]``, one
+bar later, as in a backtest that can only act on what it knew. ``podium backtest --fill next_close`` (or
+``backtest(..., fill="next_close")``) measures what the same-close convention adds; the gymnasium twin
+below implements the default only.
 
 **An episode.** An account starts on day ``d0`` with some cash and no shares. Each step is one
-trading day ``d``: the agent's orders execute at ``close[d]``, then the day advances to ``d + 1``
-and the reward is the change of the account value
+trading day ``d``: the agent's orders execute at ``close[d]`` (``next_close``: ``close[d + 1]``), then the
+day advances to ``d + 1`` and the reward is the change of the account value
 
     ``value(d) = cash + sum_s holdings[s] * close[d, s]``    (dollars)
 
@@ -72,6 +81,8 @@ from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import MarketData, Period, load_market
 
 SCORES = ("return", "sharpe")
+FILLS = ("close", "next_close")
+"""When an order made on day ``d`` executes: at ``close[d]`` (the default, FinRL's) or at ``close[d + 1]``."""
 """What an episode's return can measure (``StockTradingVecEnv(score=...)``)."""
 
 __all__ = ["INDICATOR_SCALES", "StockTradingEnv", "StockTradingVecEnv"]
@@ -167,6 +178,9 @@ class StockTradingVecEnv(TensorVecEnv):
             empyrical and ``podium backtest`` compute it; 0 for a flat account). For evaluation envs
             (``eval_env_kwargs``): a tournament then ranks policies by their Sharpe ratio on that period.
             Needs episodes that run to the last day (``max_episode_steps=None``).
+        fill: when the orders made on day ``d`` execute: ``"close"`` (default, FinRL's convention) at
+            ``close[d]``, the price the observation already shows (optimistic: see "When orders fill" in
+            the module docstring); ``"next_close"`` at ``close[d + 1]``.
     """
 
     def __init__(
@@ -192,9 +206,12 @@ class StockTradingVecEnv(TensorVecEnv):
         validate_actions: bool = True,
         compile: bool = False,
         score: Literal["return", "sharpe"] = "return",
+        fill: Literal["close", "next_close"] = "close",
     ) -> None:
         if score not in SCORES:
             raise ValueError(f"score {score!r} is not one of {', '.join(SCORES)}")
+        if fill not in FILLS:
+            raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
         if score != "return" and max_episode_steps is not None:
             raise ValueError(f"score {score!r} is measured over whole episodes: leave max_episode_steps unset")
         market = load_market(data, period, indicators)
@@ -219,6 +236,8 @@ class StockTradingVecEnv(TensorVecEnv):
         self.turbulence_threshold = turbulence_threshold
         self.random_start = random_start
         self.score = score
+        self.fill = fill
+        self._fill_delay = FILLS.index(fill)  # days between the observation and the close the orders fill at
         self.allow_short = allow_short
         self.cash_jitter = float(cash_jitter)
         self.max_start_day = int(start_fraction * (num_days - 2)) if random_start else 0
@@ -252,7 +271,8 @@ class StockTradingVecEnv(TensorVecEnv):
 
     def _dynamics(self, state: State, actions: torch.Tensor) -> tuple[State, torch.Tensor, torch.Tensor]:
         cash, holdings, day, value, _, count, total, squares = state
-        price = self._close.index_select(1, day)  # [S, k] today's close: every trade executes at it
+        # [S, k] the close every trade executes at: today's, or tomorrow's (fill="next_close"; day <= T - 2 here)
+        price = self._close.index_select(1, day + self._fill_delay if self._fill_delay else day)
         # shares wanted [S, k]: clip to [-1, 1], scale by hmax, round toward zero (floor of each side)
         order = torch.clamp(actions.T, -1.0, 1.0, out=torch.empty_like(holdings)).mul_(self.hmax)
         sell = order.neg().clamp_min_(0.0).floor_()

@@ -75,8 +75,11 @@ def test_buy_and_hold_benchmarks_reproduce_the_reference_numbers() -> None:
     np.testing.assert_allclose(values, [1000.0, 1500.0, 500.0])  # $500 in each, never rebalanced
 
 
-def test_backtest_accounting_reconciles_and_files_agree(policy: Policy, tmp_path: Path) -> None:
-    report = backtest(policy, *TEST_PERIOD, out_dir=tmp_path)
+@pytest.mark.parametrize("fill", [None, "next_close"])
+def test_backtest_accounting_reconciles_and_files_agree(policy: Policy, tmp_path: Path, fill: str | None) -> None:
+    """Trades are dated and priced by the close they fill at: the day the policy saw (default) or the next."""
+    delay = 1 if fill == "next_close" else 0
+    report = backtest(policy, *TEST_PERIOD, out_dir=tmp_path, fill=fill)
     market = load_market("dow29", TEST_PERIOD)
     daily = pd.read_csv(tmp_path / "backtest.csv", parse_dates=["date"], index_col="date")
     trades = pd.read_csv(tmp_path / "trades.csv", parse_dates=["date"])
@@ -89,14 +92,16 @@ def test_backtest_accounting_reconciles_and_files_agree(policy: Policy, tmp_path
     assert daily[POLICY].iloc[0] == daily["cash"].iloc[0] == 1e6 and daily["DIA"].iloc[0] == 1e6
     assert len(trades) > 0 and set(trades["tic"]) <= set(market.tickers)
 
-    # holdings rebuilt from the trades: what was bought before day t is held at day t's close
+    # holdings rebuilt from the trades: what was bought before day t is held at day t's close (next_close: what
+    # filled at it too, since the orders of day t - 1 fill there)
     tic_index = {tic: s for s, tic in enumerate(market.tickers)}
     day_index = {date: t for t, date in enumerate(pd.DatetimeIndex(market.dates))}
     orders = np.zeros((market.num_days, market.num_stocks))
     np.add.at(orders, ([day_index[d] for d in trades["date"]], [tic_index[t] for t in trades["tic"]]), trades["shares"])
-    held = np.vstack([np.zeros(market.num_stocks), np.cumsum(orders, axis=0)[:-1]])
+    filled = np.cumsum(orders, axis=0)
+    held = filled if delay else np.vstack([np.zeros(market.num_stocks), filled[:-1]])
     np.testing.assert_allclose(held, report.holdings.to_numpy())
-    assert (held >= 0).all() and (daily["cash"] >= 0).all() and (orders[-1] == 0).all()
+    assert (held >= 0).all() and (daily["cash"] >= 0).all() and (orders[-1 + delay] == 0).all()
     np.testing.assert_allclose(
         trades["price"], market.close[trades["date"].map(day_index), trades["tic"].map(tic_index)]
     )
@@ -107,8 +112,9 @@ def test_backtest_accounting_reconciles_and_files_agree(policy: Policy, tmp_path
     # cash moves only by trades and their costs
     per_day = trades.groupby("date")[["value", "cost"]].sum().reindex(daily.index, fill_value=0.0)
     np.testing.assert_allclose(daily["transaction_cost"], per_day["cost"], rtol=0, atol=1e-6)
+    moved = (per_day["value"] + per_day["cost"]).to_numpy()
     np.testing.assert_allclose(
-        daily["cash"].to_numpy()[1:], (daily["cash"] - per_day["value"] - per_day["cost"]).to_numpy()[:-1], atol=1e-6
+        daily["cash"].to_numpy()[1:], daily["cash"].to_numpy()[:-1] - moved[delay : len(moved) - 1 + delay], atol=1e-6
     )
     np.testing.assert_allclose(trades["cost"], trades["shares"].abs() * trades["price"] * 0.002)
 

@@ -71,6 +71,28 @@ def test_buy_then_sell_accounting_is_exact(market: MarketData) -> None:
     assert env.day.item() == day + 2
 
 
+def test_next_close_fills_the_orders_of_a_day_at_the_next_days_close(market: MarketData) -> None:
+    """fill="next_close": the policy cannot trade at the close its observation already shows."""
+    env = make_env(market, fill="next_close")
+    day, cash = 10, 100_000.0
+    place(env, cash, day)
+    p1, p2 = (market.close[d, 3] for d in (day + 1, day + 2))
+    _, reward, _, _, info = env.step(order(s3=1.0))
+    after_buy = cash - 100 * p1 * (1 + COST)
+    assert env.cash.item() == pytest.approx(after_buy, abs=1e-9)
+    assert info["transaction_cost"].item() == pytest.approx(100 * p1 * COST, abs=1e-9)
+    assert info["account_value"].item() == pytest.approx(after_buy + 100 * p1, abs=1e-9)
+    assert reward.item() == pytest.approx((after_buy + 100 * p1 - cash) * 1e-4, rel=1e-6)
+    _, _, _, _, info = env.step(order(s3=-1.0))
+    assert info["cash"].item() == pytest.approx(after_buy + 100 * p2 * (1 - COST), abs=1e-9)
+    last = market.num_days - 1  # the last step's orders fill on the last day: the data has it
+    place(env, cash, last - 1)
+    _, _, terminated, _, info = env.step(order(s3=1.0))
+    assert terminated.item() and info["cash"].item() == pytest.approx(cash - 100 * market.close[last, 3] * (1 + COST))
+    with pytest.raises(ValueError, match="fill 'open' is not one of close, next_close"):
+        make_env(market, fill="open")
+
+
 def test_actions_round_toward_zero_and_clip(market: MarketData) -> None:
     env = make_env(market)
     place(env, 1e6, 0, {0: 500.0, 1: 500.0})
