@@ -6,6 +6,10 @@ period — then the config's own backtest on 2016-01-04..2017-11-10: the champio
 best three beside it, against buy-and-hold of DIA and of the equal-weight basket (generalisation curve off
 here). Prints one row per seed and strategy and the medians over seeds.
 
+The same champion and ensemble are backtested again with ``fill="next_close"``: their orders fill at the
+next day's close instead of the close their observation already shows (the env's default, FinRL's). The
+difference is what that convention adds to the test metrics.
+
     python benchmarks/trading_tournament.py                         # 3 seeds, 480 s of training each
     python benchmarks/trading_tournament.py --seeds 0,1,2,3,4 --seconds 240
 """
@@ -25,7 +29,8 @@ METRICS = ("sharpe_ratio", "annual_return", "max_drawdown")
 
 
 def run(seed: int, seconds: float) -> dict[str, dict[str, float]]:
-    from podium.tournament import tournament
+    from podium.finance.backtest import backtest as run_backtest
+    from podium.tournament import leaderboard, tournament
     from podium.tournament.config import load_tournament_config
 
     backtest = load_tournament_config(CONFIG).backtest
@@ -46,6 +51,11 @@ def run(seed: int, seconds: float) -> dict[str, dict[str, float]]:
             if key in report.extra:
                 metrics = report.extra[key]["metrics"]
                 rows[name] = {m: metrics[m]["policy"] for m in METRICS}
+        entries = leaderboard(os.path.join(tmp, "t"))
+        for name, members in (("champion", entries[:1]), ("top-3 ensemble", entries[: backtest.top_k])):
+            if name in rows:  # the same policies, their orders filled one close later
+                later = run_backtest([e.checkpoint for e in members], backtest.start, backtest.end, fill="next_close")
+                rows[f"{name}, next-close fills"] = {m: float(later.metrics.loc["policy", m]) for m in METRICS}
         for strategy in champion["sharpe_ratio"]:
             if strategy != "policy":
                 rows[strategy] = {m: champion[m][strategy] for m in METRICS}
