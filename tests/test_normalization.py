@@ -72,3 +72,24 @@ def test_scaled_rewards_are_clipped_and_keep_the_rewards_dtype():
     reward[:2] = torch.tensor([5.0, -5.0])  # about 45 standard deviations
     out = scaler.scale(reward, torch.zeros(1_000, dtype=torch.bool))
     assert out.dtype == torch.float32 and out[:2].tolist() == [10.0, -10.0]
+
+
+def test_on_a_device_without_float64_the_statistics_are_float32_and_agree():
+    """Apple's mps has no float64: PPO's normalisers could not be moved there, so PPO could not be built."""
+    from podium.algos.normalization import statistics_dtype
+
+    assert statistics_dtype("mps") == torch.float32 and statistics_dtype("cpu") == statistics_dtype("cuda:0")
+    assert statistics_dtype("cpu") == torch.float64
+    x = torch.randn(500, 3) * 5 + 2
+    wide, narrow = RunningMeanStd((3,)), RunningMeanStd((3,), dtype=torch.float32)
+    for part in x.split(64):
+        wide.update(part)
+        narrow.update(part)
+    assert narrow.mean.dtype == narrow.var.dtype == narrow.count.dtype == torch.float32
+    torch.testing.assert_close(narrow.mean, wide.mean.float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(narrow.var, wide.var.float(), rtol=1e-5, atol=1e-5)
+    scaler = RewardScaler(4, 0.99, dtype=torch.float32)
+    out = scaler.scale(torch.ones(4), torch.zeros(4, dtype=torch.bool))
+    assert scaler.ret.dtype == scaler.stats.mean.dtype == torch.float32 and out.dtype == torch.float32
+    narrow.load_state_dict(wide.state_dict())  # a float64 checkpoint loads into float32 statistics
+    torch.testing.assert_close(narrow.mean, wide.mean.float())

@@ -5,7 +5,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-__all__ = ["RewardScaler", "RunningMeanStd"]
+__all__ = ["RewardScaler", "RunningMeanStd", "statistics_dtype"]
+
+
+def statistics_dtype(device: torch.device | str) -> torch.dtype:
+    """float64 for running statistics, except on Apple's ``mps``, which has no float64 (float32 there)."""
+    return torch.float32 if torch.device(device).type == "mps" else torch.float64
 
 
 class RunningMeanStd(nn.Module):
@@ -14,11 +19,13 @@ class RunningMeanStd(nn.Module):
     ``normalize(x)`` returns ``clip((x - mean) / sqrt(var + eps), -clip, clip)``.
     """
 
-    def __init__(self, shape: tuple[int, ...] = (), clip: float = 10.0, eps: float = 1e-8) -> None:
+    def __init__(
+        self, shape: tuple[int, ...] = (), clip: float = 10.0, eps: float = 1e-8, dtype: torch.dtype = torch.float64
+    ) -> None:
         super().__init__()
-        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
-        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
-        self.register_buffer("count", torch.tensor(eps, dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(shape, dtype=dtype))
+        self.register_buffer("var", torch.ones(shape, dtype=dtype))
+        self.register_buffer("count", torch.tensor(eps, dtype=dtype))
         # the statistics every learner of a pod shares (at its start, a load, or the last fusion): fusion adds
         # each learner's data since then (see :meth:`to_fusable`); transient, so not saved
         for name in ("mean", "var", "count"):
@@ -28,7 +35,7 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        x = x.reshape(-1, *self.mean.shape).to(torch.float64)
+        x = x.reshape(-1, *self.mean.shape).to(self.mean.dtype)
         batch_mean, batch_var, n = x.mean(0), x.var(0, unbiased=False), x.shape[0]
         delta = batch_mean - self.mean
         total = self.count + n
@@ -83,16 +90,16 @@ class RewardScaler(nn.Module):
     returns ``reward / std(return)``.
     """
 
-    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0) -> None:
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, dtype: torch.dtype = torch.float64) -> None:
         super().__init__()
-        self.stats = RunningMeanStd(())
+        self.stats = RunningMeanStd((), dtype=dtype)
         # the running discounted return of each sub-env is transient: not saved (checkpoints stay num_envs-free)
-        self.register_buffer("ret", torch.zeros(num_envs, dtype=torch.float64), persistent=False)
+        self.register_buffer("ret", torch.zeros(num_envs, dtype=dtype), persistent=False)
         self.gamma, self.clip = gamma, clip
 
     @torch.no_grad()
     def scale(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
-        self.ret.mul_(self.gamma).add_(reward.to(torch.float64))
+        self.ret.mul_(self.gamma).add_(reward.to(self.ret.dtype))
         self.stats.update(self.ret)
         self.ret.masked_fill_(done, 0.0)
         std = torch.sqrt(self.stats.var + self.stats.eps).to(reward.dtype)

@@ -39,7 +39,7 @@ from torch import nn
 from podium.algos.base import Agent, AgentConfig, register_algo
 from podium.algos.buffers import RolloutBuffer
 from podium.algos.networks import adam, mlp
-from podium.algos.normalization import RewardScaler, RunningMeanStd
+from podium.algos.normalization import RewardScaler, RunningMeanStd, statistics_dtype
 
 __all__ = ["PPO", "PPOConfig"]
 
@@ -163,8 +163,9 @@ class PPO(Agent):
         elif not self.discrete:
             params.append(self.log_std)
         self.optimizer = adam(params, c.learning_rate, device, eps=1e-5)
-        self.obs_rms = RunningMeanStd((self.obs_dim,)).to(device)
-        self.reward_scaler = RewardScaler(num_envs, c.gamma).to(device)
+        stats = statistics_dtype(device)  # float64, but mps has none
+        self.obs_rms = RunningMeanStd((self.obs_dim,), dtype=stats).to(device)
+        self.reward_scaler = RewardScaler(num_envs, c.gamma, dtype=stats).to(device)
         self.generator = torch.Generator(device=device)
         self.lr_fraction = 1.0  # set by the pod when anneal_lr is on
 
