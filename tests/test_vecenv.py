@@ -521,3 +521,20 @@ def test_set_state_needs_a_one_part_state_after_reset():
     assert env.state[0].dtype == torch.float32 and env.state[0].tolist() == [[3.0, 4.0], [0.0, 0.5]]
     with pytest.raises(ValueError, match=r"_Walk.set_state expects shape \(2, 2\), got \(2, 3\)"):
         env.set_state(torch.zeros(2, 3))
+
+
+def test_observations_are_the_callers_and_actions_bring_no_autograd_graph():
+    """Observations were views of CartPole's and MountainCar's state (an in-place change of one changed the
+    physics), and actions straight from a network pulled its autograd graph into the env's state."""
+    for env_id, n_actions in (("CartPole-v1", 2), ("MountainCar-v0", 3), ("MountainCarContinuous-v0", None)):
+        env = envs.make(env_id, num_envs=4)
+        obs, _ = env.reset(seed=0)
+        before = env._observe(env.state).clone()
+        obs.zero_()
+        assert torch.equal(env._observe(env.state), before), env_id
+        net = torch.nn.Linear(obs.shape[1], n_actions or 1)
+        out = net(env._observe(env.state))
+        actions = out.argmax(-1) if n_actions else out.tanh()
+        obs, reward, *_ = env.step(actions)
+        assert not obs.requires_grad and not reward.requires_grad and not env.episode_return.requires_grad, env_id
+        assert all(not t.requires_grad for t in env.state), env_id

@@ -2,7 +2,8 @@
 
 A :class:`VecEnv` holds ``num_envs`` sub-environments whose state lives in torch tensors on
 ``env.device``; they all step together. It subclasses :class:`gymnasium.vector.VectorEnv`, so
-gymnasium's vector wrappers and conventions apply, with three promises on top:
+gymnasium's conventions apply (and its vector wrappers, once a wrapper that computes with numpy is given
+numpy arrays), with three promises on top:
 
 * everything returned by ``reset`` and ``step`` is a torch tensor on ``env.device`` (float32
   observations and rewards, bool ``terminated`` / ``truncated``);
@@ -196,8 +197,8 @@ class VecEnv(gym.vector.VectorEnv):
         name = type(self).__name__
         if not isinstance(actions, torch.Tensor):
             actions = torch.as_tensor(np.asarray(actions), device=self.device)
-        elif actions.device != self.device:
-            actions = actions.to(self.device)
+        else:  # a policy's output may carry its autograd graph: the env's state must not
+            actions = actions.detach().to(self.device)
         if self.discrete:
             if actions.dtype.is_floating_point or actions.dtype == torch.bool or actions.is_complex():
                 raise ValueError(
@@ -282,7 +283,8 @@ class TensorVecEnv(VecEnv):
 
     @abstractmethod
     def _observe(self, state: State) -> torch.Tensor:
-        """Observation batch ``[N, *obs_shape]`` of ``state``. Pure."""
+        """Observation batch ``[N, *obs_shape]`` of ``state``: new memory, never a view of the state (a caller
+        may change an observation in place). Pure."""
 
     def _step_info(self, state: State) -> dict[str, torch.Tensor]:
         """Optional extra ``info`` entries (each ``[N, ...]``) computed from the state right after
@@ -316,8 +318,9 @@ class TensorVecEnv(VecEnv):
             ``reward [N] float32``, ``terminated [N] bool``, ``truncated [N] bool``. ``info`` holds
             ``final_obs`` (``[N, *obs_shape]``, valid where ``_final_obs``), and ``episode_return``
             (``[N]`` float32) and ``episode_length`` (``[N]`` int64) of the episodes that just ended,
-            valid where ``_episode_return`` / ``_episode_length``. (podium leaves gymnasium's
-            ``episode`` key free so that ``RecordEpisodeStatistics`` can wrap any VecEnv.)
+            valid where ``_episode_return`` / ``_episode_length``. (gymnasium's vector wrappers that
+            compute with numpy, such as ``RecordEpisodeStatistics``, need the tensors turned into numpy
+            arrays first; podium's own statistics are these keys.)
 
         Raises:
             ValueError: wrong action shape or dtype, NaN/inf actions, out-of-range discrete actions.

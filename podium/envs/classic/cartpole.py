@@ -23,7 +23,8 @@ class CartPoleVecEnv(TensorVecEnv):
     Initial state: every component uniform in ``[-0.05, 0.05]``.
 
     The state is stored component-major (``[4, N]``) so that every arithmetic op runs on contiguous
-    memory; the observation is its transpose, a ``[N, 4]`` view (use ``.reshape``, not ``.view``).
+    memory; the observation is a copy of its transpose, ``[N, 4]`` (a view would let a caller's in-place
+    change of an observation change the physics)
     """
 
     gravity = 9.8
@@ -69,7 +70,7 @@ class CartPoleVecEnv(TensorVecEnv):
         return (self._uniform((4, k), -0.05, 0.05),)
 
     def _observe(self, state: State) -> torch.Tensor:
-        return state[0].T
+        return state[0].T.clone(memory_format=torch.contiguous_format)
 
     def _dynamics(self, state: State, actions: torch.Tensor) -> tuple[State, torch.Tensor, torch.Tensor]:
         (s,) = state

@@ -16,7 +16,7 @@ class _MountainCarBase(TensorVecEnv):
     """What both mountain cars share: the track, the state, the observation and the initial state.
 
     The state is stored component-major (``[2, N]``: position, velocity); the observation is its
-    transpose, a ``[N, 2]`` view.
+    transpose, copied (``[N, 2]``; a view would let an in-place change of an observation change the physics).
     """
 
     min_position = -1.2
@@ -55,7 +55,7 @@ class _MountainCarBase(TensorVecEnv):
         return (torch.stack((position, torch.zeros_like(position))),)
 
     def _observe(self, state: State) -> torch.Tensor:
-        return state[0].T
+        return state[0].T.clone(memory_format=torch.contiguous_format)
 
     def _move(self, s: torch.Tensor, thrust: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step of the car with engine acceleration ``thrust [N]``: ``(next_state [2, N], terminated [N])``."""
