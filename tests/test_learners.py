@@ -166,6 +166,40 @@ def test_a_dying_learner_fails_the_pod_cleanly(tmp_path, monkeypatch):
     assert multiprocessing.active_children() == []
 
 
+def test_a_learner_that_raises_says_why(tmp_path, monkeypatch):
+    """The pod read the failed learner's message twice; the first read took it, so the pod only ever said
+    'learner 1 ended with exit code 1'."""
+    import podium.pod.pod as pod_module
+
+    original = pod_module.Learner.learn
+
+    def raises(self, buffer, next_obs):
+        if multiprocessing.parent_process() is not None and self.updates == 3:
+            raise RuntimeError("the simulated cause")
+        return original(self, buffer, next_obs)
+
+    monkeypatch.setattr(pod_module.Learner, "learn", raises)
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", seconds=60, learners=2, **FAST)
+    with pytest.raises(LearnerError, match=r"learner 1 failed: .*the simulated cause"):
+        Pod(spec, tmp_path, progress=False).run()
+    assert multiprocessing.active_children() == []
+
+
+def test_nothing_outlives_a_pod_whose_setup_fails(tmp_path):
+    """A mistake found after the extra learners started (here: an evaluation env option that does not exist)
+    left them running and torch.distributed's group open, so the next pod with learners in this process
+    failed to form its own."""
+    import torch.distributed as dist
+
+    bad = {"eval_env_kwargs": {"nope": 1}, "eval_mode": "inline"}  # inline: the evaluation env is built at start
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=4096, learners=2, **bad, **FAST)
+    with pytest.raises(ValueError, match="nope"):
+        Pod(spec, tmp_path / "bad", progress=False).run()
+    assert multiprocessing.active_children() == [] and not dist.is_initialized()
+    good = spec.model_copy(update={"eval_env_kwargs": {}})
+    assert Pod(good, tmp_path / "good", progress=False).run().steps >= 4096
+
+
 def test_learners_talk_only_over_the_loopback_interface(tmp_path):
     code = (
         "import podium\n"

@@ -33,7 +33,12 @@ import torch.distributed as dist
 from podium.algos.base import Agent
 from podium.algos.normalization import RunningMeanStd
 
-__all__ = ["FusionGroup", "Learner", "average_agents", "fusable_tensors", "normalisers"]
+__all__ = ["FUSION_TIMEOUT", "FusionGroup", "Learner", "average_agents", "fusable_tensors", "normalisers"]
+
+FUSION_TIMEOUT = 900.0
+"""Seconds a fusion waits for the other learners. Learner 0 alone evaluates (inline), confirms, and writes
+checkpoints and replay buffers between two fusions, which can take minutes; a learner that died is noticed
+at once anyway (its connection closes), so this bounds only a learner that hangs."""
 
 
 def fusable_tensors(agent: Agent) -> list[torch.Tensor]:
@@ -113,7 +118,9 @@ class FusionGroup:
         timeout: seconds a collective waits for the other learners before failing.
     """
 
-    def __init__(self, store: str | Path, rank: int, world: int, backend: str = "gloo", timeout: float = 60.0) -> None:
+    def __init__(
+        self, store: str | Path, rank: int, world: int, backend: str = "gloo", timeout: float = FUSION_TIMEOUT
+    ) -> None:
         if backend == "gloo":
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         self.rank, self.world, self.path = rank, world, Path(store)

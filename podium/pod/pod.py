@@ -537,21 +537,27 @@ class Pod:
             return report
         # forked processes first (extra learners, evaluator, rollout workers): they must not inherit the
         # logger's thread
-        group = _LearnerGroup.start(self) if spec.learners > 1 else None
-        service = self._evaluator_service()
-        worker = _make_worker(spec, self.env, agent, seed=spec.seed + self.iterations)
-        every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
-        self._next_eval = self._next_eval or every
-        logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
-        learner = Learner(agent, group.fusion if group else None, spec.fuse_every)
-        buffer = agent.make_buffer()
-        if self._replay is not None:
-            buffer.load_state_dict(self._replay)
-            self._replay = None
-        last_ckpt = start
+        group: _LearnerGroup | None = None
+        service: EvaluatorService | None = None
+        worker: Worker | WorkerGroup | None = None
+        logger: ScalarLogger | None = None
+        progress: _Progress | None = None
         last: Scored | None = None
-        progress = _Progress(spec, self.steps) if self.progress else None
-        try:
+        buffer = None
+        try:  # every process and file opened from here on is closed in the finally, whatever fails
+            group = _LearnerGroup.start(self) if spec.learners > 1 else None
+            service = self._evaluator_service()
+            worker = _make_worker(spec, self.env, agent, seed=spec.seed + self.iterations)
+            every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
+            self._next_eval = self._next_eval or every
+            logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
+            learner = Learner(agent, group.fusion if group else None, spec.fuse_every)
+            buffer = agent.make_buffer()
+            if self._replay is not None:
+                buffer.load_state_dict(self._replay)
+                self._replay = None
+            last_ckpt = start
+            progress = _Progress(spec, self.steps) if self.progress else None
             with _deferred_signals() as signals:
                 while stop is None:
                     if spec.steps is not None and getattr(agent.config, "anneal_lr", False):
@@ -624,16 +630,19 @@ class Pod:
             self.save(buffer=buffer)
             raise
         except RuntimeError as exc:  # a fusion failed: say which learner failed and why
-            if group is not None and group.failure() is not None:
-                raise LearnerError(group.failure()) from exc
+            failure = group.failure() if group is not None else None  # read once: it takes the message
+            if failure is not None:
+                raise LearnerError(failure) from exc
             raise
         finally:
             if isinstance(worker, WorkerGroup):
                 worker.close()
             if group is not None:
                 group.close()
-            service.close()
-            logger.close()
+            if service is not None:
+                service.close()
+            if logger is not None:
+                logger.close()
             if progress is not None:
                 progress.close()
             plot_curve(curve.rows, self.dir.curve_plot, f"{spec.algo} on {spec.env} (seed {spec.seed})", spec.target)
@@ -862,7 +871,12 @@ class _LearnerGroup:
             child.close()
             processes.append(proc)
             conns.append(parent)
-        fusion = FusionGroup(store, 0, spec.learners)
+        try:
+            fusion = FusionGroup(store, 0, spec.learners)
+        except BaseException:  # the group never formed: the learners started for it must not outlive it
+            reap(processes, conns)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return cls(fusion, processes, conns, tmp)
 
     def failure(self) -> str | None:
