@@ -4,6 +4,7 @@ run, and resuming says plainly what it does."""
 from __future__ import annotations
 
 import csv
+import math
 import os
 import signal
 import subprocess
@@ -210,6 +211,30 @@ def test_resume_with_a_spent_budget_says_there_is_nothing_to_do(tmp_path):
     assert result.exit_code == 0 and "nothing to do" in result.output
     longer = podium.train(resume=run_dir, steps=4096)
     assert longer.steps == 4096 and longer.message == ""
+
+
+def test_a_pod_stopped_after_its_last_step_scores_its_final_policy_when_resumed(tmp_path, monkeypatch):
+    """Stopped (Ctrl-C, SIGTERM, SIGKILL) after its last learning phase but before its final evaluation, a pod
+    resumed to 'nothing to do': no final score, a best of -inf and a best.pt that did not exist."""
+    import podium.pod.pod as pod_module
+
+    run_dir = tmp_path / "run"
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=2048, eval_every=100_000, **FAST)  # scored only at the end
+
+    def killed(self, service):  # the final evaluation never happens
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pod_module.Pod, "_wait", killed)
+        with pytest.raises(KeyboardInterrupt):
+            Pod(spec, run_dir, progress=False).run()
+    assert load_checkpoint(PodDir(run_dir).last)["counters"]["steps"] >= 2048
+    report = podium.train(resume=run_dir)
+    assert math.isfinite(report.score_mean) and math.isfinite(report.last_mean)
+    assert report.curve and report.curve[-1]["step"] == report.steps and PodDir(run_dir).best.is_file()
+    assert "only the final evaluation was left to do" in report.message
+    again = podium.train(resume=run_dir)  # now there is nothing left
+    assert "nothing to do" in again.message and again.score_mean == report.score_mean
 
 
 def test_resume_with_another_target_judges_it_anew(tmp_path):

@@ -495,7 +495,23 @@ class Pod:
             return "seconds"
         return None
 
-    def _nothing_to_do(self, stop: str) -> str:
+    def _score_final(self, curve: CurveWriter) -> Scored | None:
+        """Score the policy of ``last.pt`` as a run's end does (the evaluator inline: nothing else runs)."""
+        spec, last = self.spec, None
+        service = self._evaluator_service(mode="inline")
+        logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
+        try:
+            self._submit(service)
+            for scored in self._wait(service):
+                last = self._record(scored, curve, logger)
+            self.save()
+        finally:
+            service.close()
+            logger.close()
+        plot_curve(curve.rows, self.dir.curve_plot, f"{spec.algo} on {spec.env} (seed {spec.seed})", spec.target)
+        return last
+
+    def _nothing_to_do(self, stop: str, scored_final: bool = False) -> str:
         spec = self.spec
         if stop == "target":
             why = (
@@ -509,6 +525,8 @@ class Pod:
         else:
             why = f"the run already trained {self.wall_time:.1f} s >= its time budget {spec.seconds:g} s"
             fix = f"budgets are totals: give --seconds larger than {self.wall_time:.0f}"
+        if scored_final:  # stopped after its last step, before its final evaluation: that was left to do
+            return f"only the final evaluation was left to do: {why}; {fix}"
         return f"nothing to do: {why}; {fix}"
 
     def run(self) -> PodReport:
@@ -530,8 +548,12 @@ class Pod:
         final_soon = False  # eval_share: the final evaluation comes within two gaps, routine ones are over
         stop = self._budget_left(start, base_wall)
         if stop is not None and self.iterations > 0:  # a resumed run whose budget is already spent
-            self._message = self._nothing_to_do(stop)
-            report = self._report(stop, curve, None)
+            last = None
+            if stop != "target" and (not curve.rows or curve.rows[-1]["step"] != self.steps):
+                last = self._score_final(curve)  # it was stopped before it scored its final policy
+                stop = "target" if self.time_to_target is not None else stop
+            self._message = self._nothing_to_do(stop, scored_final=last is not None)
+            report = self._report(stop, curve, last)
             if spec.select_episodes > 0:  # it may have been stopped during its selection: the score it lacks
                 self._select(report)
             return report
@@ -706,7 +728,8 @@ class Pod:
         result = EvalResult.of(returns, time.perf_counter() - start)
         return result.mean, result.std, result.episodes
 
-    def _evaluator_service(self) -> EvaluatorService:
+    def _evaluator_service(self, mode: str | None = None) -> EvaluatorService:
+        """The pod's evaluator, run as the CPU plan says (or in ``mode``)."""
         spec, agent = self.spec, self.agent
         obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
 
@@ -725,7 +748,7 @@ class Pod:
             target=spec.target if spec.confirm_episodes > 0 else None,
             # a resumed pod goes on with fresh confirmation seeds
             confirm_seed=spec.seed + CONFIRM_SEED_OFFSET + self.confirmations * spec.confirm_episodes,
-            mode=self.cpu_plan.eval_mode,
+            mode=mode or self.cpu_plan.eval_mode,
         )
 
     def _submit(self, service: EvaluatorService) -> float:
