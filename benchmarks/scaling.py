@@ -11,7 +11,7 @@ Two tables, each row a median over ``--seeds``:
 * **learners** — one pod (``podium.train`` with podium's defaults) with K learners, K in ``--learners``:
   each learner has its own workers and sub-envs and the learners average their parameters after every
   update epoch, so K learners learn from K times the samples. Reported: samples learned per second
-  (``K * steps / wall`` — the pod counts learner 0's steps), the speed-up over K = 1, and the confirmed
+  (``steps / wall``: the pod's steps count every learner's), the speed-up over K = 1, and the confirmed
   time to ``--target`` (``report.time_to_target``; a run that did not confirm counts as not reached).
 
 Every run uses podium's public defaults apart from the pool size, the learner count and the budget. On a
@@ -25,6 +25,7 @@ GPU machine, ``--device cuda`` runs the pods there (``pool.gpus_per_pod = 1 / P`
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import tempfile
@@ -79,13 +80,13 @@ def learners_row(args: argparse.Namespace, learners: int, seed: int) -> dict[str
             progress=False,
         )
         return {
-            "steps_per_s": learners * report.steps / report.wall_time,
+            "steps_per_s": report.steps / report.wall_time,  # report.steps counts every learner's samples
             "time_to_target": report.time_to_target if report.reached_target else None,
             "best": report.score_mean,
         }
 
 
-def table(name: str, sizes: list[int], rows: dict[int, list[dict[str, float | None]]], budget: float) -> None:
+def table(name: str, sizes: list[int], rows: dict[int, list[dict[str, float | None]]]) -> None:
     what = "env steps/s (all pods)" if name == "pods" else "samples learned/s"
     print(f"\n| {name} | {what} | speed-up | efficiency | reached | median time to target (s) | worst (s) |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
@@ -96,9 +97,10 @@ def table(name: str, sizes: list[int], rows: dict[int, list[dict[str, float | No
         base = base or rate / sizes[0]
         times = [r["time_to_target"] for r in runs]
         hit = [t for t in times if t is not None]
-        counted = [t if t is not None else budget for t in times]  # a miss counts as the whole budget
-        med = f"{statistics.median(hit):.1f}" if hit else "-"
-        worst = f"{max(counted):.1f}" + ("" if len(hit) == len(times) else " (miss)")
+        counted = sorted(math.inf if t is None else t for t in times)  # a miss is never reached, not the budget
+        middle = statistics.median(counted)
+        med = f"{middle:.1f}" if math.isfinite(middle) else "not reached"
+        worst = f"{counted[-1]:.1f}" if math.isfinite(counted[-1]) else "not reached"
         print(
             f"| {size} | {rate:,.0f} | {rate / (base * sizes[0]):.2f}x | {rate / (base * size):.2f} | "
             f"{len(hit)}/{len(times)} | {med} | {worst} |",
@@ -134,7 +136,7 @@ def main() -> None:
                 result = run(args, size, seed)
                 rows[size].append(result)
                 print(f"  {part}={size} seed {seed}: {result}", flush=True)
-        table(part, sizes, rows, args.seconds)
+        table(part, sizes, rows)
 
 
 if __name__ == "__main__":
