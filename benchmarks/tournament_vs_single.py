@@ -6,8 +6,9 @@ The claim under test: a tournament beats a single pod on the same compute. Per t
                     one torch thread each (``pool.min = pool.max = cores``, ``cpus_per_pod = 1``);
   * ``single ALGO`` one pod as ``podium.train`` builds it (podium's defaults and presets) with
                     ``torch_threads = cores``, for every algorithm of ``--single`` (default: the mix's);
-                    ``--single-threads 2,1`` also runs it with other thread counts (podium's own
-                    default is 1 thread, often the fastest for its small networks);
+                    ``--single-threads 2,1`` also runs it with other thread counts. Note that a pod told
+                    to use 1 thread on a 2-core machine evaluates inline on that one core and leaves the
+                    other idle, while the tournament uses both: such a single pod has half the machine;
   * ``ray tune pbt`` (``--pbt``) Ray Tune's PopulationBasedTraining scheduler driving podium pods, the peer
                     a user would pick to tune podium: ``cores`` trials of one CPU, trial ``i`` of the mix's
                     ``i % len(mix)``-th algorithm, an iteration = one pod round of ``--round`` seconds that
@@ -22,11 +23,13 @@ process start-up are spent from it. Both contestants get the same evaluation cad
 default podium's) and TensorBoard off.
 
 Reported per task and contestant:
-  * success: the target was reached within the budget (the first evaluation at or above it, counted
-    from the launch; for the tournament, the moment the orchestrator collected the pod's round);
-  * median time to target over the successful runs only, and the median counting every failure as
-    the full budget (a pessimistic figure that is comparable across contestants);
-  * median best score: the best evaluation mean (the tournament's champion on its leaderboard).
+  * success: the target was reached and confirmed within the budget (a single pod: its own confirmation
+    on fresh episodes, counted from the launch; the tournament: a pod's selection score on fresh episodes
+    reaching it by the same rule, at the moment the orchestrator collected the pod's round);
+  * median time to target counting every failure as never reached (``not reached`` when half or more
+    failed), the median over the successful runs only, and the worst run;
+  * median best score: a single pod's best routine evaluation (the best of many noisy scores, so it leans
+    high), the tournament's champion's selection score (one fresh 100-episode score): not like for like.
 
 Usage::
 
@@ -48,6 +51,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import shlex
 import shutil
@@ -461,46 +465,40 @@ def read_runs(path: Path) -> list[Run]:
 def print_table(runs: list[Run]) -> None:
     """The markdown table for BENCHMARKS.md: a row per task and contestant, in the order they ran."""
     print(
-        "*success* = target reached within the budget; *median t (ok)* = median time to target over the "
-        "successful runs; *median t (fail = budget)* = median over all runs with a failure counted as the "
-        "budget; *worst t* = the slowest run's time to target; times include process start-up and evaluations; "
-        "*best* = median of the best evaluation mean at "
+        "*success* = target reached within the budget; *median t* = median time to target over all runs, a "
+        "failure counted as never reached; *median t (ok)* = median over the successful runs only; *worst t* = "
+        "the slowest run's time to target; times include process start-up and evaluations; *best* = median "
+        "of the best score at "
         "the end of the run (a run may overrun its budget by a few seconds: a pod's last iteration and final "
         "evaluation, the tournament's last rounds, whose pods' start-up is not in their round; a target reached "
         "then does not count as a success)."
     )
     print()
-    print(
-        "| task | contestant | success | median t (ok) s | median t (fail = budget) s | worst t s "
-        "| median best | median steps |"
-    )
+    print("| task | contestant | success | median t s | median t (ok) s | worst t s | median best | median steps |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     cells = list(dict.fromkeys((r.task, r.contestant) for r in runs))
-    dashes, mixed, shown_task = False, False, None
+    mixed, shown_task = False, None
     for name, contestant in cells:
         rs = [r for r in runs if r.task == name and r.contestant == contestant]
         budget = max(r.budget_s for r in rs)
         mixed = mixed or any(r.budget_s != budget for r in rs)
         ok = [r.time_to_target_s for r in rs if r.reached and r.time_to_target_s is not None]
-        capped = [r.time_to_target_s if r.reached and r.time_to_target_s is not None else r.budget_s for r in rs]
+        every = [r.time_to_target_s if r.reached and r.time_to_target_s is not None else math.inf for r in rs]
         best = median_or_none([r.best_score for r in rs if r.best_score is not None])
         steps = median_or_none([float(r.steps) for r in rs if r.steps is not None])
         label = contestant if contestant.startswith("single") else f"{contestant} {rs[0].algos}"
-        capped_median = median_or_none(capped)
-        capped_text = fmt(capped_median) if capped_median is not None and capped_median < budget else "—"
-        dashes = dashes or capped_text == "—"
+        middle = statistics.median(every)
+        median_text = fmt(middle) if math.isfinite(middle) else "not reached"
         cell = f"{rs[0].env} ≥ {rs[0].target:g}" if name != shown_task else ""
         shown_task = name
         worst = "not reached" if len(ok) < len(rs) else fmt(max(ok) if ok else None)
         print(
-            f"| {cell} | {label} | {sum(r.reached for r in rs)}/{len(rs)} | {fmt(median_or_none(ok))} | "
-            f"{capped_text} | {worst} | {fmt(best)} | {fmt(steps, ',.0f')} |"
+            f"| {cell} | {label} | {sum(r.reached for r in rs)}/{len(rs)} | {median_text} | "
+            f"{fmt(median_or_none(ok))} | {worst} | {fmt(best)} | {fmt(steps, ',.0f')} |"
         )
     print()
-    if dashes:
-        print("— in *median t (fail = budget)*: at least half of the runs failed (the median is the budget).")
     if mixed:
-        print("Some cells mix runs of different budgets; each failure counts as its own run's budget.")
+        print("Some cells mix runs of different budgets.")
 
 
 def main() -> None:
