@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "load_checkpoint", "save_checkpoint"]
+__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "load_checkpoint", "remove_partial_writes", "save_checkpoint"]
 
 CHECKPOINT_FORMAT = "podium-checkpoint/1"
 
@@ -25,10 +25,11 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
-    """Atomically write ``payload`` (nested dicts/lists of tensors, numbers, strings) to ``path``."""
+    """Atomically write ``payload`` (nested dicts/lists of tensors, numbers, strings) to ``path``: into a
+    temporary file beside it (``.NAME.XXXX.tmp``), then renamed over it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_PARTIAL, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save({"format": CHECKPOINT_FORMAT, **payload}, f)
@@ -39,6 +40,18 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+_PARTIAL = ".tmp"
+
+
+def remove_partial_writes(directory: str | Path) -> list[Path]:
+    """Delete the temporary files that writes killed mid-way (SIGKILL, power loss) left in ``directory``
+    (a replay buffer's can be gigabytes); returns them. Only while nothing else writes there."""
+    found = [p for p in Path(directory).glob(f".*{_PARTIAL}") if p.is_file()]
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:

@@ -237,6 +237,19 @@ def test_a_pod_stopped_after_its_last_step_scores_its_final_policy_when_resumed(
     assert "nothing to do" in again.message and again.score_mean == report.score_mean
 
 
+def test_resume_removes_what_a_killed_write_left_behind(tmp_path):
+    """A write killed mid-way leaves its temporary file (a replay buffer's can be gigabytes): resume cleans up."""
+    run_dir = tmp_path / "run"
+    podium.train("Pendulum-v1", "sac", steps=600, run_dir=run_dir, **FAST)
+    checkpoints = PodDir(run_dir).checkpoints
+    partial = [checkpoints / ".replay.pt.abc123.tmp", checkpoints / ".last.pt.x_9.tmp"]
+    for path in partial:
+        path.write_bytes(b"half a checkpoint")
+    (checkpoints / "notes.tmp").write_text("the user's")  # not one of podium's temporaries
+    podium.train(resume=run_dir, steps=1200)
+    assert not any(path.exists() for path in partial) and (checkpoints / "notes.tmp").exists()
+
+
 def test_resume_with_another_target_judges_it_anew(tmp_path):
     run_dir = tmp_path / "run"
     spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=2048, target=-5000.0, confirm_episodes=0, **FAST)

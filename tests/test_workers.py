@@ -187,7 +187,7 @@ def test_ppo_normaliser_and_rollout_match_what_one_process_records():
 
 
 def test_a_worker_that_dies_fails_the_collection_within_seconds():
-    spec = PodSpec(algo="td3", steps=1000, hparams={"train_freq": 100_000, "learning_starts": 10**9}, **GYM_PENDULUM)
+    spec = PodSpec(algo="td3", steps=1000, hparams={"train_freq": 100_000, "learning_starts": 10**6}, **GYM_PENDULUM)
     agent = _learner(spec, 2)
     group = _group(spec, agent, 2)
     try:
@@ -364,7 +364,7 @@ def test_a_rollout_slower_than_the_death_check_is_waited_for():
 
 
 def test_a_worker_that_dies_while_a_process_it_started_holds_its_pipe_is_noticed_within_seconds(tmp_path):
-    spec = PodSpec(algo="td3", steps=1000, hparams={"learning_starts": 10**9, "train_freq": 2}, **GYM_PENDULUM)
+    spec = PodSpec(algo="td3", steps=1000, hparams={"learning_starts": 10**6, "train_freq": 2}, **GYM_PENDULUM)
     agent = _learner(spec, 2)
     pid_file = tmp_path / "helper.pid"
     group = WorkerGroup(agent, functools.partial(_parts_with_a_helper, spec, agent.config, pid_file), 2)
@@ -387,7 +387,7 @@ def test_the_in_process_worker_records_every_step_and_reports_the_episodes_that_
     from podium.envs import make
     from podium.pod.worker import Transition, Worker
 
-    spec = PodSpec(algo="dqn", env="CartPole-v1", steps=1000, tensorboard=False, hparams={"learning_starts": 10**6})
+    spec = PodSpec(algo="dqn", env="CartPole-v1", steps=1000, tensorboard=False, hparams={"learning_starts": 100_000})
     env = make("CartPole-v1", num_envs=3)
     agent = build_agent(spec, env.single_observation_space, env.single_action_space, 3, env.device)
     with pytest.raises(ValueError, match="env has 3 sub-envs but the agent was built for 4"):

@@ -63,7 +63,7 @@ from podium.pod.evaluator import (
 from podium.pod.learner import FusionGroup, Learner
 from podium.pod.worker import Worker, WorkerError, WorkerGroup
 from podium.rundir import PodDir
-from podium.store import CheckpointError, load_checkpoint, save_checkpoint
+from podium.store import CheckpointError, load_checkpoint, remove_partial_writes, save_checkpoint
 
 __all__ = [
     "LearnerError",
@@ -388,6 +388,7 @@ class Pod:
         """
         pod_dir = PodDir(run_dir)
         payload = load_checkpoint(pod_dir.last)
+        remove_partial_writes(pod_dir.checkpoints)  # what a killed run was writing when it died
         old = PodSpec(**payload["spec"])
         changes = {k: v for k, v in overrides.items() if v is not None}
         spec = PodSpec(**{**payload["spec"], **changes})
