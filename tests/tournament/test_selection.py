@@ -164,22 +164,33 @@ def test_once_the_board_is_full_each_new_pod_gets_the_last_entry_as_its_selectio
         assert pod.spec["select_bar"] == entered[-1]["score_mean"]
 
 
+def _sac_orchestrator(run_dir: Path):
+    """An orchestrator of a SAC tournament on Pendulum with target -150 (inline backend, one CPU), its clock
+    started: for feeding it pod outcomes by hand."""
+    from podium.tournament import load_tournament_config
+    from podium.tournament.backends import Resources
+    from podium.tournament.backends.inline import InlineBackend
+    from podium.tournament.orchestrator import Orchestrator
+
+    config = load_tournament_config(None, env="Pendulum-v1", algos={"sac": 1}, target=-150.0, seconds=60)
+    orch = Orchestrator.start(config, run_dir=run_dir, backend=InlineBackend(Resources(cpus=1)), progress=False)
+    orch._t0, orch._elapsed0 = time.monotonic(), 0.0
+    return orch
+
+
 def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_path):
     """A pod whose training-time best fell short of the target but whose fresh selection score reached it
     stops the tournament (the leaderboard ranks by the selection score): its time to target is recorded too,
     and a training-time crossing whose selection score falls short records none. "Reached" is the pods' own
     rule: the mean minus ``confirm_margin`` standard errors on the first try, more on each later one."""
-    from podium.tournament import load_tournament_config
     from podium.tournament.backends import PodOutcome, Resources
     from podium.tournament.backends.inline import InlineBackend
     from podium.tournament.orchestrator import Orchestrator
     from podium.tournament.scheduler import decide
     from podium.tournament.states import StopReason
 
-    config = load_tournament_config(None, env="Pendulum-v1", algos={"sac": 1}, target=-150.0, seconds=60)
-    orch = Orchestrator.start(config, run_dir=tmp_path / "t", backend=InlineBackend(Resources(cpus=1)), progress=False)
+    orch = _sac_orchestrator(tmp_path / "t")
     try:
-        orch._t0, orch._elapsed0 = time.monotonic(), 0.0
         lucky = PodDir(tmp_path / "p0001")
         _pod(orch.board, lucky.root, 1)
         orch._collect(PodOutcome("p0001", _report(lucky, -140.0, -155.0)))
@@ -217,15 +228,10 @@ def test_the_time_to_target_is_taken_by_the_score_the_tournament_stops_on(tmp_pa
 def test_a_result_that_reaches_the_target_lands_whole_or_not_at_all(tmp_path, monkeypatch):
     """The entry, the pod's "finished", its history row and the target's time are one transaction: an
     orchestrator killed between them used to leave a finished pod (never collected again) and no target."""
-    from podium.tournament import load_tournament_config
-    from podium.tournament.backends import PodOutcome, Resources
-    from podium.tournament.backends.inline import InlineBackend
-    from podium.tournament.orchestrator import Orchestrator
+    from podium.tournament.backends import PodOutcome
 
-    config = load_tournament_config(None, env="Pendulum-v1", algos={"sac": 1}, target=-150.0, seconds=60)
-    orch = Orchestrator.start(config, run_dir=tmp_path / "t", backend=InlineBackend(Resources(cpus=1)), progress=False)
+    orch = _sac_orchestrator(tmp_path / "t")
     try:
-        orch._t0, orch._elapsed0 = time.monotonic(), 0.0
         run = PodDir(tmp_path / "p0001")
         _pod(orch.board, run.root, 1)
 
