@@ -190,6 +190,20 @@ def test_step_active_steps_only_the_active_copies_exactly_as_step_would():
             ref.close()
 
 
+def test_a_list_of_seeds_seeds_each_copy_with_its_own():
+    """reset(seed=[5, 9, 2]) seeded the copies with 5, 6 and 7: only the first entry was kept."""
+    env = GymVecEnv("CartPole-v1", num_envs=3, vectorization="sync")
+    obs, _ = env.reset(seed=[5, 9, 2])
+    for i, seed in enumerate([5, 9, 2]):
+        expected, _ = gym.make("CartPole-v1").reset(seed=seed)
+        np.testing.assert_allclose(obs[i].numpy(), expected, rtol=0, atol=0)
+    by_int, _ = env.reset(seed=5)  # an int still seeds copy i with seed + i
+    np.testing.assert_allclose(by_int[1].numpy(), gym.make("CartPole-v1").reset(seed=6)[0], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="2 seeds for 3 copies"):
+        env.reset(seed=[1, 2])
+    env.close()
+
+
 def test_unsupported_spaces_are_refused_with_a_fix():
     with pytest.raises(ValueError, match="FlattenObservation"):
         envs.make("Blackjack-v1")  # Tuple observations

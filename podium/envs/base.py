@@ -178,7 +178,8 @@ class VecEnv(gym.vector.VectorEnv):
         """Nothing to release by default: the state is plain tensors."""
 
     def _seed(self, seed: int | list[int] | None) -> int | None:
-        """Seed ``self.generator`` and the action space for ``reset``; return the seed used (or None)."""
+        """Seed ``self.generator`` and the action space for ``reset``; return the seed used (or None). A list
+        seeds them with its first entry: a tensor env's copies share one generator, so a batch has one seed."""
         if isinstance(seed, list | tuple):
             seed = None if len(seed) == 0 or seed[0] is None else int(seed[0])
         if seed is None and not self._seeded and self.default_seed is not None:

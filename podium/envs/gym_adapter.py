@@ -208,9 +208,16 @@ class GymVecEnv(VecEnv):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset all copies; an int ``seed`` seeds copy ``i`` with ``seed + i``. Returns ``(obs, info)``."""
-        seed = self._seed(seed)
-        obs, info = self.vector_env.reset(seed=seed, options=options)
+        """Reset all copies; an int ``seed`` seeds copy ``i`` with ``seed + i``, a list of ``num_envs`` seeds
+        seeds each copy with its own (as gymnasium's vector envs do). Returns ``(obs, info)``."""
+        if isinstance(seed, list | tuple) and len(seed) > 1:
+            if len(seed) != self.num_envs:
+                raise ValueError(f"{len(seed)} seeds for {self.num_envs} copies: give one per copy, or an int")
+            self._seed(seed)  # the action space takes the first; every copy takes its own below
+            per_copy: int | list[int] | None = [None if s is None else int(s) for s in seed]
+        else:
+            per_copy = self._seed(seed)
+        obs, info = self.vector_env.reset(seed=per_copy, options=options)
         self._last_obs = obs  # the rows step_active leaves alone
         self._returns[:] = 0.0
         self._lengths[:] = 0
