@@ -45,10 +45,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     """
     if device is None:
         return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'") from exc
+    dev = parse_device(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"device {device!r} requested but CUDA is not available here; use device='cpu'")
@@ -60,6 +57,20 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         return torch.device("cuda", index)
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device!r} requested but MPS is not available here; use device='cpu'")
+    return dev
+
+
+def parse_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch device of a kind podium runs on (cpu, cuda, mps), whether or not this machine
+    has it (a tournament's pods may run on other machines).
+
+    Raises:
+        ValueError: not a device, or a kind podium does not run on.
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'") from exc
     if dev.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"unsupported device {device!r}: use 'cpu', 'cuda', 'cuda:N' or 'mps'")
     return dev

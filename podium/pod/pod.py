@@ -678,14 +678,14 @@ class Pod:
         """Score the best snapshot on ``spec.select_episodes`` fresh episodes into ``report`` (a confirmation
         with at least as many episodes already is one)."""
         spec = self.spec
-        recorded = load_checkpoint(self.dir.best)["counters"] if self.dir.best.is_file() else {}
+        payload = load_checkpoint(self.dir.best) if self.dir.best.is_file() else None
+        recorded = payload["counters"] if payload is not None else {}
         if report.confirmed_episodes is not None and report.confirmed_episodes >= spec.select_episodes:
             mean, std, episodes = report.confirmed_mean, report.confirmed_std, report.confirmed_episodes
         elif recorded.get("selection_mean") is not None:  # this best snapshot was scored before (a resumed pod)
             mean, std = recorded["selection_mean"], recorded["selection_std"]
             episodes = recorded["selection_episodes"]
-        elif self.dir.best.is_file():
-            payload = load_checkpoint(self.dir.best, map_location=self.env.device)
+        elif payload is not None:
             obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
             agent = build_agent(spec, obs_space, act_space, self.agent.num_envs, self.agent.device, self.agent.config)
             agent.load_modules(payload["agent"])
@@ -693,8 +693,7 @@ class Pod:
         else:
             return
         report.selection_mean, report.selection_std, report.selection_episodes = mean, std, episodes
-        if self.dir.best.is_file():  # the checkpoint records the score it was selected by (see the updater)
-            payload = load_checkpoint(self.dir.best)
+        if payload is not None:  # the checkpoint records the score it was selected by (see the updater)
             payload["counters"].update(selection_mean=mean, selection_std=std, selection_episodes=episodes)
             save_checkpoint(self.dir.best, {k: v for k, v in payload.items() if k != "format"})
 

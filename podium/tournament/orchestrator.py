@@ -36,7 +36,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 from pydantic import ValidationError
 
@@ -124,14 +123,13 @@ def preflight(config: TournamentConfig) -> None:
     """
     from podium.algos import get_algo
     from podium.envs import make
+    from podium.envs.base import parse_device
 
     device = str(config.pod.get("device", "cpu"))
     try:
-        kind = torch.device(device).type
-    except (RuntimeError, TypeError):
-        kind = None
-    if kind not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"pod.device: {device!r} is not a device; use cpu, cuda, cuda:N or mps")
+        parse_device(device)  # whether this machine has one is the backend's to say
+    except ValueError:
+        raise ConfigError(f"pod.device: {device!r} is not a device; use cpu, cuda, cuda:N or mps") from None
     try:
         env = make(config.env, num_envs=1, device="cpu", **config.env_kwargs)
     except KeyError as exc:
