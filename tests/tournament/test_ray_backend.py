@@ -283,6 +283,26 @@ def test_preempting_a_pod_that_already_ended_leaves_its_actor_able_to_run_the_ne
         backend.shutdown()
 
 
+def test_an_actor_that_died_while_idle_is_not_given_the_next_pod(cluster, tmp_path):
+    """An actor parked after its pod finished and then killed (the OOM killer, an operator) is dropped when the
+    next pod comes: that pod runs in a fresh actor and finishes, instead of failing with "the pod's Ray actor
+    died"."""
+    backend = RayBackend(address=cluster.address, cpus_per_pod=1)
+    spec = _spec(steps=2048)
+    try:
+        backend.submit(PodJob("a", spec, tmp_path / "a"))
+        actor_pid = backend.where("a")[1]
+        [done] = _collect(backend)
+        assert done.report is not None and _alive(actor_pid)  # finished; its actor waits for the next pod
+        os.kill(actor_pid, signal.SIGKILL)
+        _wait(lambda: not _alive(actor_pid), 10, "the idle actor's process to end")
+        backend.submit(PodJob("b", spec, tmp_path / "b"))
+        [done] = _collect(backend)
+        assert done.pod_id == "b" and done.report is not None, done.error
+    finally:
+        backend.shutdown()
+
+
 def test_the_local_ray_cluster_listens_on_loopback_only(cluster):
     """Without an address the backend starts its own Ray cluster (the default): loopback only, too."""
     before = {port for *_, port in _listening(_descendants(os.getpid()))}

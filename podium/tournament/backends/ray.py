@@ -384,7 +384,7 @@ class RayBackend(Backend):
         run_dir = PodDir(job.run_dir)
         run_dir.root.mkdir(parents=True, exist_ok=True)
         run_dir.clear_protocol()
-        slot = self._idle.pop() if self._idle else self._new_slot()
+        slot = self._take_idle() or self._new_slot()
         ref = slot.actor.run.remote(job.pod_id, job.spec.model_dump(mode="json"), str(job.run_dir), job.resume)
         self._running[job.pod_id] = _Running(slot, ref, job)
         return f"ray:actor{slot.number}"
@@ -527,6 +527,19 @@ class RayBackend(Backend):
             return tuple(self._ray.get(run.slot.where, timeout=timeout))  # type: ignore[return-value]
         except Exception:
             return None
+
+    def _take_idle(self) -> _Slot | None:
+        """An idle actor that still answers, or None. One that died while idle (killed by the OOM killer, say,
+        or on a node that went away) is dropped here: given the next pod, it would report that pod as failed."""
+        while self._idle:
+            slot = self._idle.pop()
+            try:
+                self._ray.get(slot.actor.where.remote(), timeout=self.grace)
+            except Exception:
+                self._kill(slot)
+                continue
+            return slot
+        return None
 
     def _park(self, slot: _Slot) -> None:
         slot.idle_since = time.monotonic()
