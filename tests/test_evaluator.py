@@ -22,7 +22,7 @@ from podium.algos.ppo import PPO, PPOConfig
 from podium.algos.sac import SAC, SACConfig
 from podium.config import PodSpec
 from podium.envs.base import VecEnv
-from podium.pod import EvaluationError, Evaluator, Pod
+from podium.pod import EvaluationError, Evaluator, Pod, PodInterrupted
 from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot, confirms, margin_for
 from podium.pod.pod import WIDE_MATMUL, inline_eval_gap, plan_cpu
 from podium.rundir import PodDir
@@ -162,6 +162,32 @@ def test_a_slow_evaluation_does_not_hold_training_back(tmp_path, monkeypatch, mo
     inline = Pod(spec, tmp_path / "inline", progress=False).run()
     assert threads == {"MainThread"}
     assert [r["step"] for r in inline.curve] == [rollout, 2 * rollout, 3 * rollout, 4 * rollout]
+
+
+def test_ctrl_c_during_the_final_evaluation_stops_the_pod_and_resume_scores_its_final_policy(tmp_path, monkeypatch):
+    # the final evaluation takes 20 s; one SIGINT while it runs stops the pod at once (it used to be noted
+    # and ignored: the pod scored on and finished as if nobody had asked)
+    threads = _slow(monkeypatch, 20.0)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=2048, eval_every=10**9, eval_mode="thread", **FAST)
+    pod = Pod(spec, tmp_path / "run", progress=False)
+
+    def interrupt_when_scoring() -> None:
+        deadline = time.monotonic() + 60
+        while not threads and time.monotonic() < deadline:  # the evaluator's thread entered the evaluation
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt_when_scoring, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    with pytest.raises(PodInterrupted) as info:
+        pod.run()
+    thread.join()
+    assert time.monotonic() - start < 10 and info.value.steps == 2048
+    assert load_checkpoint(PodDir(tmp_path / "run").last)["counters"]["steps"] == 2048
+    monkeypatch.undo()
+    report = podium.train(resume=tmp_path / "run", progress=False)
+    assert [r["step"] for r in report.curve] == [2048] and report.steps == 2048
 
 
 def test_inline_evaluations_keep_to_their_share_of_the_wall_clock(tmp_path, monkeypatch):

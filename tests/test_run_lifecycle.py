@@ -221,7 +221,7 @@ def test_a_pod_stopped_after_its_last_step_scores_its_final_policy_when_resumed(
     run_dir = tmp_path / "run"
     spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=2048, eval_every=100_000, **FAST)  # scored only at the end
 
-    def killed(self, service):  # the final evaluation never happens
+    def killed(self, service, signals=None):  # the final evaluation never happens
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:

@@ -644,9 +644,11 @@ class Pod:
                 if stop != "target":  # end with a score of the final policy
                     if self._submitted_at != self.steps:
                         self._submit(service)
-                    for scored in self._wait(service):
+                    for scored in self._wait(service, signals):
                         last = self._record(scored, curve, logger)
                     self.save()
+                    if signals and service.busy:  # stopped while its final policy was being scored
+                        raise PodInterrupted(signals[0], self.run_dir, self.steps)
                     if self.time_to_target is not None:
                         stop = "target"  # the final policy confirmed it
         except (EvaluationError, WorkerError):
@@ -764,10 +766,13 @@ class Pod:
         self.wall_time += waited
         return waited
 
-    def _wait(self, service: EvaluatorService) -> list[Scored]:
-        """Wait for every submitted snapshot to be scored."""
+    def _wait(self, service: EvaluatorService, signals: list[int] | None = None) -> list[Scored]:
+        """Wait for every submitted snapshot to be scored, or until a signal is noted in ``signals`` (the
+        pod then stops; a resumed run scores its final policy)."""
         t0 = time.perf_counter()
-        out = service.wait()
+        out = service.wait(timeout=None if signals is None else 0.1)
+        while signals is not None and not signals and service.busy:
+            out += service.wait(timeout=0.1)
         waited = time.perf_counter() - t0
         self.eval_wait += waited
         self.wall_time += waited
