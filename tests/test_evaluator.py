@@ -24,7 +24,16 @@ from podium.config import PodSpec
 from podium.envs.base import VecEnv
 from podium.pod import EvaluationError, Evaluator, Pod, PodInterrupted
 from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot, confirms, margin_for
-from podium.pod.pod import WIDE_MATMUL, inline_eval_gap, plan_cpu
+from podium.pod.pod import (
+    AGENT_SEED_OFFSET,
+    CONFIRM_SEED_OFFSET,
+    LEARNER_SEED_STRIDE,
+    SELECT_SEED_OFFSET,
+    WIDE_MATMUL,
+    eval_seed,
+    inline_eval_gap,
+    plan_cpu,
+)
 from podium.rundir import PodDir
 from podium.store import load_checkpoint
 
@@ -120,6 +129,17 @@ def test_routine_seeds_advance_and_an_explicit_seed_does_not():
     evaluator.evaluate(_AnyPolicy(), seed=999)
     evaluator.evaluate(_AnyPolicy())
     assert seen == [10, 999, 11]
+
+
+@pytest.mark.parametrize("steps", [0, 1024, 10**6, 499_999_000, 5 * 10**8, 9 * 10**8, 10**12 + 7])
+def test_a_pods_routine_evaluations_never_reset_with_its_other_seeds(steps):
+    """Evaluation seeds grew with the env steps: after 499M steps (minutes for a GPU pod) they were the
+    confirmations' seeds, then the selection's and the agent's; and learner 10 trained on the first ones."""
+    episodes = 100_000  # a gymnasium env's sub-env i resets with seed + i
+    first = eval_seed(3, steps) - 3
+    last = first + episodes - 1
+    training = 1000 * LEARNER_SEED_STRIDE  # a thousand learners, each resumed a hundred thousand times
+    assert training <= first and last < CONFIRM_SEED_OFFSET < SELECT_SEED_OFFSET < AGENT_SEED_OFFSET
 
 
 # ----------------------------------------------------------------- the service, inside a pod

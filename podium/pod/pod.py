@@ -76,9 +76,13 @@ __all__ = [
     "resolve_config",
 ]
 
-EVAL_SEED_OFFSET = 1_000_000
-"""The routine evaluation of the snapshot after ``n`` env steps resets with ``spec.seed + EVAL_SEED_OFFSET + n``
-(training resets use ``spec.seed + iteration``, and ``iteration <= n``)."""
+EVAL_SEED_OFFSET = 100_000_000
+EVAL_SEED_SPAN = 390_000_000
+"""The routine evaluation of the snapshot after ``n`` env steps resets with ``spec.seed + EVAL_SEED_OFFSET +
+n % EVAL_SEED_SPAN`` (see :func:`eval_seed`). The streams of one pod, relative to ``spec.seed``: training
+``[0, 1e8)`` (learner ``k`` from ``k * LEARNER_SEED_STRIDE``), routine evaluations ``[1e8, 4.9e8)``,
+confirmations from ``5e8``, selection from ``7e8``, the agent's own stream from ``9e8``. Routine evaluations wrap
+around rather than grow into the confirmations' seeds (a GPU pod passes 5e8 env steps within minutes)."""
 DEFAULT_EVAL_EVERY = 5_000
 """Env steps between evaluations when ``eval_every`` is not set and the evaluator shares the pod's core."""
 LEARNER_SEED_STRIDE = 100_000
@@ -102,6 +106,14 @@ AGENT_SEED_OFFSET = 900_000_000
 starts from ``spec.seed + AGENT_SEED_OFFSET`` (learner ``k``: plus ``k * LEARNER_SEED_STRIDE``). With the env's
 reset seed (``spec.seed + iteration``) it would draw the very numbers the env drew for its initial states, so
 that an off-policy pod's first random actions were a function of its envs' first states."""
+
+
+def eval_seed(seed: int, steps: int) -> int:
+    """The reset seed of the routine evaluation of the snapshot after ``steps`` env steps of a pod seeded
+    ``seed``: the same in every evaluator mode, and never one of the pod's training, confirmation, selection
+    or agent seeds (a gymnasium env's sub-env ``i`` adds ``i``; 10 million episodes fit below the
+    confirmations')."""
+    return seed + EVAL_SEED_OFFSET + steps % EVAL_SEED_SPAN
 
 
 class TrainingDivergedError(RuntimeError):
@@ -758,7 +770,7 @@ class Pod:
         training waited (inline mode: the whole evaluation)."""
         self._submitted_at = self.steps
         t0 = time.perf_counter()
-        seed = self.spec.seed + EVAL_SEED_OFFSET + self.steps  # the snapshot's score does not depend on the mode
+        seed = eval_seed(self.spec.seed, self.steps)  # the snapshot's score does not depend on the mode
         service.submit(Snapshot.of(self.agent, self.steps, self.wall_time, seed, counters=self._counters()))
         self.evaluations += 1
         waited = time.perf_counter() - t0  # inline mode: the whole evaluation
