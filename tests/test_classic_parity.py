@@ -274,6 +274,47 @@ def test_reset_draws_gymnasium_initial_distribution(case: Case, dtype: torch.dty
         assert off.abs().max() < 0.1
 
 
+RESET_OPTIONS = {
+    "CartPole-v1": {"low": 0.1, "high": 0.2},
+    "Acrobot-v1": {"low": -0.5, "high": -0.3},
+    "MountainCar-v0": {"low": -0.3, "high": -0.2},
+    "MountainCarContinuous-v0": {"high": -0.5},
+    "Pendulum-v1": {"x_init": 0.5, "y_init": 0.25},
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_reset_options_shape_the_initial_states_as_gymnasiums_do(case: Case):
+    """``reset(options=...)`` took no effect: every tensor env ignored it. Now the options of the gymnasium env
+    of the same name draw from the same box; auto-resets draw from the default one, as gymnasium's vector envs
+    do; an option the env does not have, or a bad value, is refused."""
+    options = RESET_OPTIONS[case.id]
+    genv = gym.make(case.id).unwrapped
+    gym_states = []
+    for seed in range(300):
+        genv.reset(seed=seed, options=options)
+        gym_states.append(np.asarray(genv.state, dtype=np.float64))
+    gym_states = np.array(gym_states)
+    env = case.cls(num_envs=4096, dtype=torch.float64)
+    env.reset(seed=5, options=options)
+    (state,) = env.state
+    for comp, gym_comp in zip(state, gym_states.T, strict=True):
+        lo, hi = float(gym_comp.min()), float(gym_comp.max())
+        width = hi - lo
+        assert lo - 0.01 * width <= float(comp.min()) <= lo + 0.01 * width + 1e-12
+        assert hi - 0.01 * width - 1e-12 <= float(comp.max()) <= hi + 0.01 * width
+    # the next reset without options, and every auto-reset, draw from gymnasium's default box again
+    env.reset(seed=5)
+    assert _in_box(env.state[0].T, case.reset_low, case.reset_high).all()
+    with pytest.raises(
+        ValueError, match=r"unknown option\(s\) 'start'; the options it accepts: " + ", ".join(env.reset_options)
+    ):
+        env.reset(options={"start": 0.0})
+    key = env.reset_options[0]
+    with pytest.raises(ValueError, match="could not be converted to a float"):
+        env.reset(options={key: "near"})
+
+
 # ------------------------------------------------------------------------------------------ time limit
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_truncation_at_gymnasium_limit_then_fresh_episode(case: Case):

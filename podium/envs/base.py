@@ -279,10 +279,16 @@ class TensorVecEnv(VecEnv):
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._all_true = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
 
+    reset_options: ClassVar[tuple[str, ...]] = ()
+    """The keys ``reset(options=...)`` accepts (those of the gymnasium env of the same name); any other key
+    is refused. Options shape the states of that reset only: auto-resets draw the default ones, as in
+    gymnasium's vector envs."""
+
     # ----------------------------------------------------------------- hooks for subclasses
     @abstractmethod
-    def _initial_state(self, k: int) -> State:
-        """Draw ``k`` fresh initial states (sub-env dimension last, of size ``k``) from ``self.generator``."""
+    def _initial_state(self, k: int, options: dict[str, Any] | None = None) -> State:
+        """Draw ``k`` fresh initial states (sub-env dimension last, of size ``k``) from ``self.generator``;
+        ``options`` (keys of :attr:`reset_options` only) come from ``reset(options=...)``."""
 
     @abstractmethod
     def _dynamics(self, state: State, actions: torch.Tensor) -> tuple[State, torch.Tensor, torch.Tensor]:
@@ -307,13 +313,25 @@ class TensorVecEnv(VecEnv):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset every sub-env. An int ``seed`` makes the whole batch reproducible.
+        """Reset every sub-env. An int ``seed`` makes the whole batch reproducible; ``options`` shape the
+        initial states as the gymnasium env's do (:attr:`reset_options`: e.g. CartPole's ``low``/``high``).
 
         Returns:
             ``(obs [N, *obs_shape] float32, info)``.
+
+        Raises:
+            ValueError: an option this env does not have, or a bad value.
         """
+        if options:
+            unknown = sorted(set(options) - set(self.reset_options))
+            if unknown:
+                accepted = ", ".join(self.reset_options) or "none"
+                raise ValueError(
+                    f"{type(self).__name__}.reset got unknown option(s) {', '.join(map(repr, unknown))}; "
+                    f"the options it accepts: {accepted}"
+                )
         self._seed(seed)
-        self.state = self._initial_state(self.num_envs)
+        self.state = self._initial_state(self.num_envs, options) if options else self._initial_state(self.num_envs)
         self.episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._needs_reset = False

@@ -249,6 +249,9 @@ def test_bad_actions_and_arguments(market: MarketData) -> None:
         StockTradingVecEnv(data=market, hmax=0)
     with pytest.raises(ValueError, match="day must be in"):
         place(env, 1e4, market.num_days - 1)
+    # the tensor env has no reset options (its gymnasium twin's day/cash/holdings): refused, not ignored
+    with pytest.raises(ValueError, match=r"unknown option\(s\) 'day'; the options it accepts: none"):
+        env.reset(options={"day": 3})
 
 
 @pytest.mark.parametrize(

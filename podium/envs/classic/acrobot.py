@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
 
 from podium.envs.base import State, TensorVecEnv
 
@@ -30,6 +32,8 @@ class AcrobotVecEnv(TensorVecEnv):
 
     The state is stored component-major (``[4, N]``: ``theta1, theta2, theta1_dot, theta2_dot``).
     """
+
+    reset_options = ("low", "high")
 
     dt = 0.2
     link_length_1 = 1.0  # m
@@ -68,8 +72,9 @@ class AcrobotVecEnv(TensorVecEnv):
         )
         self._max_vel = torch.tensor([[self.max_vel_1], [self.max_vel_2]], dtype=self.dtype, device=self.device)
 
-    def _initial_state(self, k: int) -> State:
-        return (self._uniform((4, k), -0.1, 0.1),)
+    def _initial_state(self, k: int, options: dict[str, Any] | None = None) -> State:
+        low, high = maybe_parse_reset_bounds(options, -0.1, 0.1)  # gymnasium's options: every state variable's range
+        return (self._uniform((4, k), low, high),)
 
     def _observe(self, state: State) -> torch.Tensor:
         theta1, theta2, theta1_dot, theta2_dot = state[0]

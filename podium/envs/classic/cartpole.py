@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
 
 from podium.envs.base import State, TensorVecEnv
 
@@ -26,6 +28,8 @@ class CartPoleVecEnv(TensorVecEnv):
     memory; the observation is a copy of its transpose, ``[N, 4]`` (a view would let a caller's in-place
     change of an observation change the physics)
     """
+
+    reset_options = ("low", "high")
 
     gravity = 9.8
     masscart = 1.0
@@ -66,8 +70,9 @@ class CartPoleVecEnv(TensorVecEnv):
         limits = [[self.x_threshold], [self.theta_threshold]]
         self._limits = torch.tensor(limits, dtype=self.dtype, device=self.device)
 
-    def _initial_state(self, k: int) -> State:
-        return (self._uniform((4, k), -0.05, 0.05),)
+    def _initial_state(self, k: int, options: dict[str, Any] | None = None) -> State:
+        low, high = maybe_parse_reset_bounds(options, -0.05, 0.05)  # gymnasium's options: every state variable's range
+        return (self._uniform((4, k), low, high),)
 
     def _observe(self, state: State) -> torch.Tensor:
         return state[0].T.clone(memory_format=torch.contiguous_format)

@@ -3,9 +3,12 @@ rewards, limits and resets."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.envs.classic_control.utils import maybe_parse_reset_bounds
 
 from podium.envs.base import State, TensorVecEnv
 
@@ -18,6 +21,8 @@ class _MountainCarBase(TensorVecEnv):
     The state is stored component-major (``[2, N]``: position, velocity); the observation is its
     transpose, copied (``[N, 2]``; a view would let an in-place change of an observation change the physics).
     """
+
+    reset_options = ("low", "high")
 
     min_position = -1.2
     max_position = 0.6
@@ -50,8 +55,9 @@ class _MountainCarBase(TensorVecEnv):
         )
         self.goal_velocity = float(goal_velocity)
 
-    def _initial_state(self, k: int) -> State:
-        position = self._uniform((k,), -0.6, -0.4)
+    def _initial_state(self, k: int, options: dict[str, Any] | None = None) -> State:
+        low, high = maybe_parse_reset_bounds(options, -0.6, -0.4)  # gymnasium's options: the position's range
+        position = self._uniform((k,), low, high)
         return (torch.stack((position, torch.zeros_like(position))),)
 
     def _observe(self, state: State) -> torch.Tensor:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.envs.classic_control.utils import verify_number_and_cast
 
 from podium.envs.base import State, TensorVecEnv
 
@@ -32,6 +34,8 @@ class PendulumVecEnv(TensorVecEnv):
 
     The state is stored component-major (``[2, N]``: angle, angular velocity).
     """
+
+    reset_options = ("x_init", "y_init")
 
     max_speed = 8.0
     max_torque = 2.0
@@ -67,8 +71,15 @@ class PendulumVecEnv(TensorVecEnv):
         self.g = float(g)
         self._init_high = torch.tensor([[math.pi], [1.0]], dtype=self.dtype, device=self.device)
 
-    def _initial_state(self, k: int) -> State:
-        return (self._uniform((2, k), -1.0, 1.0).mul_(self._init_high),)
+    def _initial_state(self, k: int, options: dict[str, Any] | None = None) -> State:
+        high = self._init_high
+        if options:  # gymnasium's options: the angle's and the angular velocity's half-ranges
+            x, y = (
+                verify_number_and_cast(options.get(key, default))
+                for key, default in (("x_init", math.pi), ("y_init", 1.0))
+            )
+            high = torch.tensor([[x], [y]], dtype=self.dtype, device=self.device)
+        return (self._uniform((2, k), -1.0, 1.0).mul_(high),)
 
     def _observe(self, state: State) -> torch.Tensor:
         theta, theta_dot = state[0]
