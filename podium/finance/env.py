@@ -13,8 +13,7 @@ Filling the orders made from it at that same close is optimistic: nobody can see
 trade at it (a market-on-close order must be sent minutes before the close, on the prices of that moment).
 ``fill="next_close"`` removes the look-ahead: the orders made on day ``d`` execute at ``close[d + 1]``, one
 bar later, as in a backtest that can only act on what it knew. ``podium backtest --fill next_close`` (or
-``backtest(..., fill="next_close")``) measures what the same-close convention adds; the gymnasium twin
-below implements the default only.
+``backtest(..., fill="next_close")``) measures what the same-close convention adds. Both envs take ``fill``.
 
 **An episode.** An account starts on day ``d0`` with some cash and no shares. Each step is one
 trading day ``d``: the agent's orders execute at ``close[d]`` (``next_close``: ``close[d + 1]``), then the
@@ -381,7 +380,8 @@ class StockTradingEnv(gym.Env):
     accounting as :class:`StockTradingVecEnv` and doubles as its reference implementation. Use it
     where a library expects a plain ``gymnasium.Env`` (e.g. Stable-Baselines3, gymnasium's vector envs).
 
-    Args: as :class:`StockTradingVecEnv` (without ``num_envs``, ``device``, ``dtype``, ``compile``).
+    Args: as :class:`StockTradingVecEnv` (without ``num_envs``, ``device``, ``dtype``, ``compile``,
+    ``validate_actions`` and ``score``).
     ``reset(options=...)`` accepts ``{"day": d, "cash": c, "holdings": [S]}`` to start from a given
     account instead of a drawn one.
     """
@@ -405,9 +405,14 @@ class StockTradingEnv(gym.Env):
         cash_jitter: float = 0.1,
         price_scale: float = 1e-2,
         indicator_scales: Mapping[str, float | str] | None = None,
+        fill: Literal["close", "next_close"] = "close",
     ) -> None:
+        if fill not in FILLS:
+            raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
         market = load_market(data, period, indicators)
         _check_params(market, initial_cash, hmax, transaction_cost, turbulence_threshold, start_fraction, cash_jitter)
+        self.fill = fill
+        self._fill_delay = FILLS.index(fill)  # days between the observation and the close the orders fill at
         if max_episode_steps is not None and max_episode_steps <= 0:
             raise ValueError(f"max_episode_steps must be positive or None, got {max_episode_steps}")
         self.market = market
@@ -460,8 +465,9 @@ class StockTradingEnv(gym.Env):
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(self.stock_dim), -1.0, 1.0)
         if not np.isfinite(action).all():
             raise ValueError("StockTradingEnv: action contains NaN or inf")
-        prices = self.data["close"].to_numpy()
-        begin_value = self.cash + float(np.sum(self.holdings * prices))
+        begin_value = self.account_value  # at today's close
+        # the close every trade executes at: today's, or tomorrow's (fill="next_close"; a step has a next day)
+        prices = self.df.loc[self.day + self._fill_delay]["close"].to_numpy()
         wanted = np.trunc(action * self.hmax)
         if self.turbulence_threshold is not None and self.data["turbulence"].iloc[0] > self.turbulence_threshold:
             wanted = -self.holdings.copy()

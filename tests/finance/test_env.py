@@ -261,8 +261,9 @@ def test_bad_actions_and_arguments(market: MarketData) -> None:
         {"initial_cash": 2e4},
         {"initial_cash": 1e5, "turbulence_threshold": 40.0},
         {"initial_cash": 5e4, "allow_short": True, "turbulence_threshold": 60.0, "hmax": 37},
+        {"initial_cash": 1e5, "turbulence_threshold": 40.0, "fill": "next_close"},
     ],
-    ids=["rich", "poor", "turbulence", "shorts"],
+    ids=["rich", "poor", "turbulence", "shorts", "next-close"],
 )
 def test_batched_env_matches_reference_env(market: MarketData, config: dict[str, Any]) -> None:
     starts = [0, 3, 10, 50, 200, market.num_days - 40]  # the last one ends and resets on the way
