@@ -109,10 +109,13 @@ class PodSpec(BaseModel):
     (e.g. to backtest how the policy generalises as training goes on); None = no snapshots."""
     init_checkpoint: str | None = None
     """Start from this checkpoint's networks (e.g. a leaderboard entry); counters start at zero. An
-    off-policy pod also starts with the replay buffer saved next to it (``replay.pt``), if there is one."""
+    off-policy pod also starts with the replay buffer saved next to it (``replay.pt``), if there is one: the
+    buffer as that run left it, which for a ``best.pt`` holds experience from after the best snapshot too."""
     save_replay_buffer: bool = True
     """Off-policy pods: keep the replay buffer in ``checkpoints/replay.pt`` (written with ``last.pt`` at
-    each time-based checkpoint and at the end of the run), so a resumed pod, or a tournament child
+    each time-based checkpoint and when the run stops, at its end or on Ctrl-C/SIGTERM; not after every phase
+    with ``checkpoint_every: 0``, so a killed run resumes with the buffer of its last clean stop, with a
+    warning), so a resumed pod, or a tournament child
     starting from this pod, continues with its experience instead of an empty buffer. Its size is the
     buffer's filled part: about ``4 * (2 * obs_dim + act_dim + 2)`` bytes per transition."""
     select_episodes: int = Field(default=0, ge=0)

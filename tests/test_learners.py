@@ -149,6 +149,27 @@ def test_a_budget_fraction_schedule_ends_on_time_with_two_learners(tmp_path):
     assert any(value > 0.5 for step, value in eps if step <= 0.2 * 8000)  # still exploring early on
 
 
+def test_extra_learners_start_with_the_replay_buffer_learner_0_resumes_with(tmp_path, monkeypatch):
+    """A resumed (or inherited) off-policy pod with two learners gave learner 1 an empty buffer: its counters
+    said the warm-up was over, so it took no gradient step until the buffer refilled while every fusion halved
+    learner 0's progress."""
+    import podium.pod.pod as pod_module
+
+    run_dir, seen = tmp_path / "run", tmp_path / "learner1.txt"
+    podium.train("Pendulum-v1", "sac", steps=512, run_dir=run_dir, hparams={"learning_starts": 100}, **FAST)
+    original = pod_module._extra_learner
+
+    def extra_learner(rank, spec, config, num_envs, state, replay, *rest):  # runs in learner 1's process
+        seen.write_text(str(0 if replay is None else replay["obs"].shape[0]))
+        original(rank, spec, config, num_envs, state, replay, *rest)
+
+    monkeypatch.setattr(pod_module, "_extra_learner", extra_learner)
+    pod = Pod.resume(run_dir, progress=False, steps=1024, learners=2)
+    assert pod._replay is not None and pod._replay["obs"].shape[0] == 512
+    assert pod.run().steps == 1024
+    assert seen.read_text() == "512"
+
+
 def test_a_dying_learner_fails_the_pod_cleanly(tmp_path, monkeypatch):
     import podium.pod.pod as pod_module
 

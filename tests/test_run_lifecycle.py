@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -274,6 +275,38 @@ def test_resume_keeps_a_best_snapshot_scored_after_the_last_checkpoint(tmp_path)
     report = podium.train(resume=run_dir, steps=2048)
     assert report.steps == 2048 and report.score_mean == 1e6
     assert load_checkpoint(best)["counters"]["best_mean"] == 1e6
+
+
+def test_a_resumed_run_continues_its_schedules_and_draws_new_random_numbers(tmp_path):
+    """Resumed with a larger budget, DQN's epsilon jumped back up (0.05 -> 0.62 here): its decay was laid out
+    anew over the new budget. And every resumed leg re-seeded the agent's random stream (exploration noise,
+    warm-up actions, replay sampling) exactly as at the run's start, so each leg replayed the same numbers."""
+    run_dir = tmp_path / "run"
+    hparams = {"exploration_fraction": 0.5, "learning_starts": 200}
+    first = Pod(PodSpec(env="CartPole-v1", algo="dqn", steps=2000, hparams=hparams, **FAST), run_dir, progress=False)
+    start = first.agent.generator.get_state()
+    first.run()
+    final = first.agent.config.final_eps
+    assert first.agent.epsilon() == pytest.approx(final)
+    resumed = Pod.resume(run_dir, progress=False, steps=10_000)
+    assert resumed.agent.epsilon() == pytest.approx(final)
+    assert not torch.equal(resumed.agent.generator.get_state(), start)
+    fresh = Pod(PodSpec(env="CartPole-v1", algo="dqn", steps=10_000, hparams=hparams, **FAST), tmp_path / "b")
+    assert fresh.agent.epsilon() == 1.0 and fresh.agent.budget_steps == 10_000  # a new run lays it out anew
+
+
+def test_a_replay_buffer_older_than_the_checkpoint_is_named_when_resumed(tmp_path):
+    """With ``checkpoint_every: 0`` the buffer is written only when a run stops cleanly: a run killed later
+    resumed with the buffer of an earlier stop, silently."""
+    run_dir = tmp_path / "run"
+    spec = dict(env="Pendulum-v1", algo="sac", checkpoint_every=0, hparams={"learning_starts": 100}, **FAST)
+    podium.train(**spec, steps=400, run_dir=run_dir)
+    older = PodDir(run_dir).replay.read_bytes()
+    podium.train(resume=run_dir, steps=800)
+    PodDir(run_dir).replay.write_bytes(older)  # as if killed after step 400's buffer was saved
+    with pytest.warns(UserWarning, match="saved at env step 400, the checkpoint at step 800"):
+        pod = Pod.resume(run_dir, progress=False, steps=1200)
+    assert pod._replay is not None  # still used: old experience is better than none
 
 
 def test_a_loaded_policy_is_scored_on_the_env_implementation_it_trained_on(tmp_path, monkeypatch):

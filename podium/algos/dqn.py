@@ -58,7 +58,9 @@ class DQNConfig(OffPolicyConfig):
     """Env steps (all sub-envs together) over which epsilon decays linearly."""
     exploration_fraction: float | None = Field(default=None, gt=0, le=1)
     """If set, the decay lasts this fraction of the pod's step budget instead (when the pod has one; with K
-    learners, each learner's decay lasts this fraction of its share, so all end together)."""
+    learners, each learner's decay lasts this fraction of its share, so all end together). The budget is
+    that of the run's start: a run resumed with a larger one, or a child of its checkpoint, continues the
+    schedule where it was instead of raising epsilon again."""
     double: bool = False
     """Double DQN target: online argmax, target-network value."""
     dueling: bool = False
@@ -197,11 +199,15 @@ class DQN(OffPolicyAgent):
         return {"optimizer": self.optimizer}
 
     def extra_state(self) -> dict[str, int]:
-        return {**super().extra_state(), "updates": self.updates}
+        # the budget epsilon's schedule was laid out over: a resume with a larger budget continues it
+        budget = {} if self.budget_steps is None else {"budget_steps": self.budget_steps}
+        return {**super().extra_state(), "updates": self.updates, **budget}
 
     def load_extra_state(self, state: dict[str, int]) -> None:
         super().load_extra_state(state)
         self.updates = int(state.get("updates", 0))
+        if state.get("budget_steps") is not None:
+            self.budget_steps = int(state["budget_steps"])
 
 
 class D3QNConfig(DQNConfig):

@@ -430,17 +430,28 @@ class Pod:
             pod.train_time_to_target = c.get("train_time_to_target")
             pod.confirmed = c.get("confirmed")
             pod.confirmations = int(c.get("confirmations", 0))
-        pod._replay = pod._read_replay(pod_dir.replay)
+        if hasattr(pod.agent, "generator"):  # a resumed leg draws new numbers, as its envs reset with new seeds
+            pod.agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + pod.iterations)
+        pod._replay = pod._read_replay(pod_dir.replay, steps=pod.steps)
         return pod
 
-    def _read_replay(self, path: Path) -> dict[str, torch.Tensor] | None:
-        """The replay buffer saved at ``path`` for an off-policy agent; None when there is none to use."""
+    def _read_replay(self, path: Path, steps: int | None = None) -> dict[str, torch.Tensor] | None:
+        """The replay buffer saved at ``path`` for an off-policy agent; None when there is none to use. With
+        ``steps`` (a resume: the checkpoint's env steps), a buffer saved at another step is used with a warning."""
         if self.agent.on_policy or not path.is_file():
             return None
         try:
             payload = load_checkpoint(path, map_location=self.env.device)
             if payload.get("algo") != self.agent.name:
                 raise CheckpointError(f"it holds a {payload.get('algo')!r} agent's experience")
+            saved = payload.get("steps")
+            if steps is not None and saved is not None and int(saved) != steps:
+                warnings.warn(
+                    f"the replay buffer {path} was saved at env step {saved}, the checkpoint at step {steps}: "
+                    "the run stopped without saving its buffer (it is written at each time-based checkpoint and "
+                    "when a run stops cleanly), so the transitions since are lost; training goes on with it",
+                    stacklevel=2,
+                )
             return payload["replay"]
         except (CheckpointError, KeyError) as exc:
             reason = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
@@ -902,7 +913,8 @@ class _LearnerGroup:
         processes, conns = [], []
         for rank in range(1, spec.learners):
             parent, child = context.Pipe()
-            args = (rank, spec, pod.agent.config, pod.agent.num_envs, state, pod.steps, pod.iterations, store, child)
+            args = (rank, spec, pod.agent.config, pod.agent.num_envs, state, pod._replay, pod.steps, pod.iterations)
+            args += (store, child)
             # a learner with rollout workers forks them, which a daemonic process may not; it still ends with
             # learner 0 (its fusion fails when learner 0 is gone) and the pod reaps it on every exit path
             daemon = not spec.workers
@@ -966,12 +978,16 @@ def _extra_learner(
     config: AgentConfig,
     num_envs: int,
     state: dict[str, Any],
+    replay: dict[str, torch.Tensor] | None,
     steps: int,
     iterations: int,
     store: Path,
     conn: Any,
 ) -> None:
-    """Learner ``rank`` (>= 1) of a pod: collect on its own env, learn, fuse; until told to stop."""
+    """Learner ``rank`` (>= 1) of a pod: collect on its own env, learn, fuse; until told to stop. It starts
+    from learner 0's ``state`` and, off-policy, the ``replay`` buffer learner 0 starts with (resumed or
+    inherited): with an empty one it would skip the random warm-up (its counters say it is over) and take
+    no gradient step until its buffer refilled, while every fusion halved learner 0's progress."""
     ignore_stop_signals()  # learner 0 decides when the learners stop
     code, fusion, worker = 0, None, None
     try:
@@ -980,14 +996,16 @@ def _extra_learner(
         copies = 1 if spec.workers else num_envs  # with rollout workers, each worker process has its own env
         env = make(spec.env, num_envs=copies, device=spec.device, native=spec.native_env, **spec.env_kwargs)
         agent = build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device, config)
+        agent.budget_steps = learner_budget(spec)  # before the state, which may hold the schedules' own
         agent.load_state_dict(state)
         if hasattr(agent, "generator"):
-            agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + LEARNER_SEED_STRIDE * rank)
-        agent.budget_steps = learner_budget(spec)
+            agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + LEARNER_SEED_STRIDE * rank + iterations)
         worker = _make_worker(spec, env, agent, seed=spec.seed + LEARNER_SEED_STRIDE * rank + iterations)
         fusion = FusionGroup(store, rank, spec.learners)
         learner = Learner(agent, fusion, spec.fuse_every)
         buffer = agent.make_buffer()
+        if replay is not None:
+            buffer.load_state_dict(replay)
         stop = False
         while not stop:
             if spec.steps is not None and getattr(agent.config, "anneal_lr", False):
