@@ -184,26 +184,39 @@ def test_a_slow_evaluation_does_not_hold_training_back(tmp_path, monkeypatch, mo
     assert [r["step"] for r in inline.curve] == [rollout, 2 * rollout, 3 * rollout, 4 * rollout]
 
 
-def test_ctrl_c_during_the_final_evaluation_stops_the_pod_and_resume_scores_its_final_policy(tmp_path, monkeypatch):
-    # the final evaluation takes 20 s; one SIGINT while it runs stops the pod at once (it used to be noted
-    # and ignored: the pod scored on and finished as if nobody had asked)
-    threads = _slow(monkeypatch, 20.0)
-    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=2048, eval_every=10**9, eval_mode="thread", **FAST)
+@pytest.mark.parametrize("mode", ["thread", "process", "inline"])
+def test_ctrl_c_during_the_final_evaluation_stops_the_pod_and_resume_scores_what_is_left(tmp_path, monkeypatch, mode):
+    """One SIGINT while the final evaluation runs stops the pod (it used to be noted and ignored: the pod scored
+    on and finished as if nobody had asked). Beside training, the pod stops at once and a resumed run scores
+    the final policy; inline, the score being taken is kept and the pod stops after it."""
+    started, release = tmp_path / "scoring", threading.Event()
+    original = Evaluator.evaluate
+
+    def evaluate(self, agent, seed=None):  # the final evaluation takes until the test releases it (or 20 s)
+        started.touch()
+        release.wait(20.0 if mode != "inline" else 1.0)
+        return original(self, agent, seed)
+
+    monkeypatch.setattr(Evaluator, "evaluate", evaluate)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=2048, eval_every=10**9, eval_mode=mode, **FAST)
     pod = Pod(spec, tmp_path / "run", progress=False)
 
     def interrupt_when_scoring() -> None:
         deadline = time.monotonic() + 60
-        while not threads and time.monotonic() < deadline:  # the evaluator's thread entered the evaluation
+        while not started.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 
     thread = threading.Thread(target=interrupt_when_scoring, daemon=True)
-    start = time.monotonic()
+    begin = time.monotonic()
     thread.start()
-    with pytest.raises(PodInterrupted) as info:
-        pod.run()
-    thread.join()
-    assert time.monotonic() - start < 10 and info.value.steps == 2048
+    try:
+        with pytest.raises(PodInterrupted) as info:
+            pod.run()
+    finally:
+        release.set()
+        thread.join()
+    assert time.monotonic() - begin < 10 and info.value.steps == 2048
     assert load_checkpoint(PodDir(tmp_path / "run").last)["counters"]["steps"] == 2048
     monkeypatch.undo()
     report = podium.train(resume=tmp_path / "run", progress=False)

@@ -670,7 +670,7 @@ class Pod:
                     for scored in self._wait(service, signals):
                         last = self._record(scored, curve, logger)
                     self.save()
-                    if signals and service.busy:  # stopped while its final policy was being scored
+                    if signals:  # stopped while its final policy was scored (inline: once that score was in)
                         raise PodInterrupted(signals[0], self.run_dir, self.steps)
                     if self.time_to_target is not None:
                         stop = "target"  # the final policy confirmed it
