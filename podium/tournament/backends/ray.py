@@ -148,6 +148,10 @@ def _log_to(run_dir: PodDir) -> None:
     os.close(fd)
 
 
+PING_TIMEOUT = 2.0
+"""Seconds an idle actor has to answer before it is given the next pod (else it is killed)."""
+
+
 def _signaller() -> Any:
     """The function of the task that signals a pod's process on its node. Made here, so that Ray ships it by
     value and the worker that runs it imports neither podium nor torch (it starts in a fraction of a second)."""
@@ -530,16 +534,24 @@ class RayBackend(Backend):
 
     def _take_idle(self) -> _Slot | None:
         """An idle actor that still answers, or None. One that died while idle (killed by the OOM killer, say,
-        or on a node that went away) is dropped here: given the next pod, it would report that pod as failed."""
-        while self._idle:
-            slot = self._idle.pop()
+        or on a node that went away) is dropped here: given the next pod, it would report that pod as failed.
+        Every idle actor is asked at once and has :data:`PING_TIMEOUT` seconds to answer (a live one answers in
+        milliseconds; Ray may take half a minute to say that a node died)."""
+        if not self._idle:
+            return None
+        pings = {slot.actor.where.remote(): slot for slot in self._idle}
+        answered, _ = self._ray.wait(list(pings), num_returns=len(pings), timeout=PING_TIMEOUT)
+        alive = []
+        for ref in answered:
             try:
-                self._ray.get(slot.actor.where.remote(), timeout=self.grace)
+                self._ray.get(ref)
             except Exception:
-                self._kill(slot)
                 continue
-            return slot
-        return None
+            alive.append(pings[ref])
+        for slot in [s for s in self._idle if all(s is not a for a in alive)]:
+            self._kill(slot)
+        self._idle = alive
+        return self._idle.pop() if self._idle else None
 
     def _park(self, slot: _Slot) -> None:
         slot.idle_since = time.monotonic()
