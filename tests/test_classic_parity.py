@@ -286,8 +286,9 @@ RESET_OPTIONS = {
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_reset_options_shape_the_initial_states_as_gymnasiums_do(case: Case):
     """``reset(options=...)`` took no effect: every tensor env ignored it. Now the options of the gymnasium env
-    of the same name draw from the same box; auto-resets draw from the default one, as gymnasium's vector envs
-    do; an option the env does not have, or a bad value, is refused."""
+    of the same name draw from the same box, at the reset and at every auto-reset until the next reset (as
+    gymnasium's own vector envs do); an option the env does not have, or a bad value, is refused and leaves
+    the env as it was."""
     options = RESET_OPTIONS[case.id]
     genv = gym.make(case.id).unwrapped
     gym_states = []
@@ -295,24 +296,39 @@ def test_reset_options_shape_the_initial_states_as_gymnasiums_do(case: Case):
         genv.reset(seed=seed, options=options)
         gym_states.append(np.asarray(genv.state, dtype=np.float64))
     gym_states = np.array(gym_states)
+    lows, highs = gym_states.min(0), gym_states.max(0)
+    widths = highs - lows
+    box = (tuple(lows - 0.01 * widths - 1e-12), tuple(highs + 0.01 * widths + 1e-12))
     env = case.cls(num_envs=4096, dtype=torch.float64)
     env.reset(seed=5, options=options)
     (state,) = env.state
-    for comp, gym_comp in zip(state, gym_states.T, strict=True):
-        lo, hi = float(gym_comp.min()), float(gym_comp.max())
-        width = hi - lo
+    for comp, lo, hi, width in zip(state, lows, highs, widths, strict=True):
         assert lo - 0.01 * width <= float(comp.min()) <= lo + 0.01 * width + 1e-12
         assert hi - 0.01 * width - 1e-12 <= float(comp.max()) <= hi + 0.01 * width
-    # the next reset without options, and every auto-reset, draw from gymnasium's default box again
+    # every auto-reset draws from the options' box too, until a reset without options
+    env = case.cls(num_envs=64, dtype=torch.float64)
+    obs, _ = env.reset(seed=5, options=options)
+    resets = 0
+    for _ in range(gym.spec(case.id).max_episode_steps):
+        obs, _, terminated, truncated, _ = env.step(case.alive(obs))
+        done = terminated | truncated
+        resets += int(done.sum())
+        assert _in_box(env.state[0].T[done], *box).all()
+    assert resets >= 64
     env.reset(seed=5)
     assert _in_box(env.state[0].T, case.reset_low, case.reset_high).all()
+    # refused: an option the env lacks, a value that is no number, a value its dtype cannot hold
     with pytest.raises(
         ValueError, match=r"unknown option\(s\) 'start'; the options it accepts: " + ", ".join(env.reset_options)
     ):
         env.reset(options={"start": 0.0})
     key = env.reset_options[0]
+    before, generator = env.state[0].clone(), env.generator.get_state()
     with pytest.raises(ValueError, match="could not be converted to a float"):
-        env.reset(options={key: "near"})
+        env.reset(seed=9, options={key: "near"})
+    with pytest.raises(ValueError, match="cannot be used"):
+        case.cls(num_envs=4, dtype=torch.float32).reset(options=dict.fromkeys(env.reset_options, 1e39))
+    assert torch.equal(env.state[0], before) and torch.equal(env.generator.get_state(), generator)
 
 
 # ------------------------------------------------------------------------------------------ time limit

@@ -271,6 +271,7 @@ class TensorVecEnv(VecEnv):
     def __init__(self, *args: Any, compile: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.state: State = ()
+        self._options: dict[str, Any] | None = None  # reset's options, for auto-resets too
         self._needs_reset = True
         self._advance = self._advance_eager
         if compile:
@@ -281,8 +282,9 @@ class TensorVecEnv(VecEnv):
 
     reset_options: ClassVar[tuple[str, ...]] = ()
     """The keys ``reset(options=...)`` accepts (those of the gymnasium env of the same name); any other key
-    is refused. Options shape the states of that reset only: auto-resets draw the default ones, as in
-    gymnasium's vector envs."""
+    is refused. Options hold until the next ``reset``: every auto-reset draws from them too, as in
+    gymnasium's own vector envs (``gym.make_vec("CartPole-v1")``); a ``reset`` without options restores the
+    default initial states."""
 
     # ----------------------------------------------------------------- hooks for subclasses
     @abstractmethod
@@ -322,7 +324,11 @@ class TensorVecEnv(VecEnv):
         Raises:
             ValueError: an option this env does not have, or a bad value.
         """
-        if options:
+        if not options:
+            self._seed(seed)
+            self._options = None
+            self.state = self._initial_state(self.num_envs)
+        else:
             unknown = sorted(set(options) - set(self.reset_options))
             if unknown:
                 accepted = ", ".join(self.reset_options) or "none"
@@ -330,8 +336,15 @@ class TensorVecEnv(VecEnv):
                     f"{type(self).__name__}.reset got unknown option(s) {', '.join(map(repr, unknown))}; "
                     f"the options it accepts: {accepted}"
                 )
-        self._seed(seed)
-        self.state = self._initial_state(self.num_envs, options) if options else self._initial_state(self.num_envs)
+            before = (self.generator.get_state(), self._seeded)
+            self._seed(seed)
+            try:
+                self.state = self._initial_state(self.num_envs, options)
+            except (ValueError, RuntimeError) as exc:  # a refused reset leaves the env as it was
+                self.generator.set_state(before[0])
+                self._seeded = before[1]
+                raise ValueError(f"{type(self).__name__}.reset: options {options} cannot be used: {exc}") from exc
+            self._options = dict(options)
         self.episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
         self.episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._needs_reset = False
@@ -366,7 +379,7 @@ class TensorVecEnv(VecEnv):
             # redraw only the finished sub-envs; at small N most steps finish none
             idx = done.nonzero().squeeze(1)
             if idx.numel() > 0:
-                fresh = self._initial_state(idx.numel())
+                fresh = self._fresh(idx.numel())
                 state = tuple(s.index_copy(s.ndim - 1, idx, f) for s, f in zip(state, fresh, strict=True))
                 obs = self._as_obs(self._observe(state))
                 self.episode_return = ep_return.index_fill(0, idx, 0.0)
@@ -376,7 +389,7 @@ class TensorVecEnv(VecEnv):
                 self.episode_return, self.episode_length = ep_return, ep_length
         else:
             # accelerators: branch-free, so that no step waits for the host
-            fresh = self._initial_state(self.num_envs)
+            fresh = self._fresh(self.num_envs)
             state = tuple(torch.where(done, f, s) for s, f in zip(state, fresh, strict=True))
             obs = self._as_obs(self._observe(state))
             self.episode_return = ep_return.masked_fill(done, 0.0)
@@ -414,6 +427,10 @@ class TensorVecEnv(VecEnv):
         self.state = (torch.as_tensor(state, device=self.device, dtype=self.dtype).T.contiguous(),)
 
     # ----------------------------------------------------------------- internals
+    def _fresh(self, k: int) -> State:
+        """``k`` initial states for auto-resets, from the options of the last ``reset`` if it had any."""
+        return self._initial_state(k, self._options) if self._options else self._initial_state(k)
+
     def _advance_eager(
         self, state: State, actions: torch.Tensor, ep_return: torch.Tensor, ep_length: torch.Tensor
     ) -> tuple[Any, ...]:

@@ -79,6 +79,8 @@ class PendulumVecEnv(TensorVecEnv):
                 for key, default in (("x_init", math.pi), ("y_init", 1.0))
             )
             high = torch.tensor([[x], [y]], dtype=self.dtype, device=self.device)
+            if not torch.isfinite(high).all():
+                raise ValueError(f"x_init {x} and y_init {y} must be finite numbers in {self.dtype}")
         return (self._uniform((2, k), -1.0, 1.0).mul_(high),)
 
     def _observe(self, state: State) -> torch.Tensor:
