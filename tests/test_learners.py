@@ -206,6 +206,28 @@ def test_a_learner_that_raises_says_why(tmp_path, monkeypatch):
     assert multiprocessing.active_children() == []
 
 
+def test_a_learner_that_fails_while_it_is_built_is_named_at_once(tmp_path, monkeypatch, capfd):
+    """A learner that raised before it joined the fusion group (a CUDA OOM, a bad env) left learner 0 waiting
+    out the 15-minute rendezvous, then failing with "Wait timeout", naming nobody; its traceback was lost."""
+    import podium.pod.pod as pod_module
+
+    original = pod_module.make
+
+    def make(*args, **kwargs):
+        if multiprocessing.parent_process() is not None:
+            raise RuntimeError("no room for the env")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(pod_module, "make", make)
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", seconds=60, learners=2, **FAST)
+    start = time.monotonic()
+    with pytest.raises(LearnerError, match=r"learner 1 failed: RuntimeError: no room for the env"):
+        Pod(spec, tmp_path, progress=False).run()
+    assert time.monotonic() - start < 30
+    assert "Traceback" in capfd.readouterr().err  # the learner printed where it failed
+    assert multiprocessing.active_children() == []
+
+
 def test_nothing_outlives_a_pod_whose_setup_fails(tmp_path):
     """A mistake found after the extra learners started (here: an evaluation env option that does not exist)
     left them running and torch.distributed's group open, so the next pod with learners in this process

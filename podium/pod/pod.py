@@ -48,7 +48,7 @@ from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
 from podium.machine import local_cpus
-from podium.pod._child import close_quietly, ignore_stop_signals, reap, report_failure
+from podium.pod._child import READY, await_children, close_quietly, ignore_stop_signals, reap, report_failure
 from podium.pod.evaluator import (
     EvalMode,
     EvalResult,
@@ -60,7 +60,7 @@ from podium.pod.evaluator import (
     clone_tensors,
     confirms,
 )
-from podium.pod.learner import FusionGroup, Learner
+from podium.pod.learner import FUSION_TIMEOUT, FusionGroup, Learner
 from podium.pod.worker import Worker, WorkerError, WorkerGroup
 from podium.rundir import PodDir
 from podium.store import CheckpointError, load_checkpoint, remove_partial_writes, save_checkpoint
@@ -924,6 +924,11 @@ class _LearnerGroup:
             processes.append(proc)
             conns.append(parent)
         try:
+            # a learner that fails while it is built never joins: say why at once (the rendezvous would wait
+            # FUSION_TIMEOUT for it and then fail with "Wait timeout", naming nobody)
+            failure = await_children(processes, conns, "learner", FUSION_TIMEOUT)
+            if failure is not None:
+                raise LearnerError(failure)
             fusion = FusionGroup(store, 0, spec.learners)
         except BaseException:  # the group never formed: the learners started for it must not outlive it
             reap(processes, conns)
@@ -1001,6 +1006,7 @@ def _extra_learner(
         if hasattr(agent, "generator"):
             agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + LEARNER_SEED_STRIDE * rank + iterations)
         worker = _make_worker(spec, env, agent, seed=spec.seed + LEARNER_SEED_STRIDE * rank + iterations)
+        conn.send(READY)
         fusion = FusionGroup(store, rank, spec.learners)
         learner = Learner(agent, fusion, spec.fuse_every)
         buffer = agent.make_buffer()
