@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -117,6 +121,21 @@ def _rollout(env: GymVecEnv, actions: np.ndarray, seed: int) -> list[tuple]:
         stats = [info[k] for k in ("final_obs", "_final_obs", "episode_return", "_episode_return")]
         out.append((obs, reward, terminated, truncated, *stats, info["episode_length"], info["_episode_length"]))
     return out
+
+
+def test_ctrl_c_does_not_end_the_async_env_subprocesses():
+    """Ctrl-C reaches the whole process group; gymnasium's env subprocesses ended on it, so the pod's next step
+    raised ``BrokenPipeError`` before it could stop and save as a signal asks it to."""
+    env = GymVecEnv("Pendulum-v1", num_envs=2, vectorization="async")
+    try:
+        env.reset(seed=0)
+        for process in env.vector_env.processes:
+            os.kill(process.pid, signal.SIGINT)
+        time.sleep(0.5)
+        _, reward, *_ = env.step(torch.zeros(2, 1))
+        assert reward.shape == (2,) and all(p.is_alive() for p in env.vector_env.processes)
+    finally:
+        env.close()
 
 
 def test_async_vectorization_gives_the_same_tensors_as_sync():

@@ -12,6 +12,7 @@ converted to one-hot vectors. Anything else is refused with a message that names
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -20,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+from gymnasium.vector.async_vector_env import _async_worker
 
 from podium.envs.base import VecEnv
 from podium.machine import cpu_budget
@@ -46,6 +48,15 @@ def choose_vectorization(step_seconds: float, num_envs: int, cores: int) -> Lite
             to other pods.
     """
     return "async" if num_envs > 1 and cores >= 2 and step_seconds > _ASYNC_THRESHOLD_S else "sync"
+
+
+def _worker_ignoring_stop_signals(*args: Any) -> None:
+    """gymnasium's env subprocess, deaf to SIGINT and SIGTERM: Ctrl-C reaches the whole process group, and a
+    subprocess that ended on it broke the next step with a ``BrokenPipeError`` before the pod (which stops on
+    that signal, and closes its envs) could save its state."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    _async_worker(*args)
 
 
 class MissingDependencyError(ValueError, ImportError):
@@ -164,8 +175,11 @@ class GymVecEnv(VecEnv):
             max_episode_steps=spec.max_episode_steps if spec is not None else max_episode_steps,
         )
         self.vectorization = vectorization
-        cls = AsyncVectorEnv if vectorization == "async" else SyncVectorEnv
-        self.vector_env = cls([factory] * self.num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+        factories, mode = [factory] * self.num_envs, AutoresetMode.SAME_STEP
+        if vectorization == "async":
+            self.vector_env = AsyncVectorEnv(factories, autoreset_mode=mode, worker=_worker_ignoring_stop_signals)
+        else:
+            self.vector_env = SyncVectorEnv(factories, autoreset_mode=mode)
         self._act_dtype = act_space.dtype if isinstance(act_space, gym.spaces.Box) else np.int64
         self._last_obs: np.ndarray | None = None  # gymnasium's last batch of observations
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
