@@ -29,8 +29,9 @@ def _learner(spec: PodSpec, num_envs: int):
     return build_agent(spec, env.single_observation_space, env.single_action_space, num_envs, env.device)
 
 
-def _group(spec: PodSpec, agent, workers: int, seed: int = 0) -> WorkerGroup:
-    return WorkerGroup(agent, functools.partial(_worker_parts, spec, agent.config), workers, seed=seed)
+def _group(spec: PodSpec, agent, workers: int, seed: int = 0, start_method: str = "fork") -> WorkerGroup:
+    build = functools.partial(_worker_parts, spec, agent.config)
+    return WorkerGroup(agent, build, workers, seed=seed, start_method=start_method)
 
 
 def _descendants(root: int) -> dict[int, int]:
@@ -54,14 +55,16 @@ def _descendants(root: int) -> dict[int, int]:
 
 @contextlib.contextmanager
 def _every_descendant():
-    """Inside: note every process below this one (four times a second). Yields what it saw, pid -> parent
-    pid; a process orphaned while inside is reparented away from us, so only this record tells it exists."""
+    """Inside: note every process below this one (four times a second) that was not there on entry (e.g.
+    multiprocessing's resource tracker, once a test has spawned). Yields what it saw, pid -> parent pid; a
+    process orphaned while inside is reparented away from us, so only this record tells it exists."""
     seen: dict[int, int] = {}
     done = threading.Event()
+    there = set(_descendants(os.getpid()))
 
     def watch() -> None:
         while not done.wait(0.25):
-            seen.update(_descendants(os.getpid()))
+            seen.update((pid, parent) for pid, parent in _descendants(os.getpid()).items() if pid not in there)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
@@ -90,14 +93,16 @@ def _podium_children() -> list[multiprocessing.Process]:
     return [p for p in multiprocessing.active_children() if p.name.startswith("podium-worker")]
 
 
-def test_the_learner_receives_every_sub_env_in_order_with_the_seeds_of_one_process():
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_the_learner_receives_every_sub_env_in_order_with_the_seeds_of_one_process(start_method):
     """Two workers of 3 sub-envs each fill the learner's 6 columns: copy i starts from the observation seed+i
     gives in one process, each step continues where the last left off (across rollouts too), and the
-    learner's step counter saw every step (``explored``)."""
+    learner's step counter saw every step (``explored``). Spawned workers (a GPU pod's: a process that has
+    started CUDA must not fork) do the same."""
     spec = PodSpec(algo="td3", steps=1000, hparams={"learning_starts": 10_000, "train_freq": 4}, **GYM_PENDULUM)
     agent = _learner(spec, 6)
     buffer = agent.make_buffer()
-    group = _group(spec, agent, 2, seed=5)
+    group = _group(spec, agent, 2, seed=5, start_method=start_method)
     try:
         stats = group.collect(buffer)
         assert stats.steps == 4 * 6 and buffer.size == 24

@@ -592,8 +592,10 @@ class Pod:
         buffer = None
         try:  # every process and file opened from here on is closed in the finally, whatever fails
             group = _LearnerGroup.start(self) if spec.learners > 1 else None
-            service = self._evaluator_service()
+            # rollout workers before the evaluator: a fork must not copy a thread that holds a lock (a thread
+            # evaluator builds its env and agent as it starts)
             worker = _make_worker(spec, self.env, agent, seed=spec.seed + self.iterations)
+            service = self._evaluator_service()
             every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
             self._next_eval = self._next_eval or every
             logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
@@ -955,7 +957,9 @@ class _LearnerGroup:
 def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | WorkerGroup:
     """A learner's worker: it steps ``env`` itself, or (``spec.workers``) its own rollout-worker processes."""
     if spec.workers:
-        return WorkerGroup(agent, functools.partial(_worker_parts, spec, agent.config), spec.workers, seed=seed)
+        build = functools.partial(_worker_parts, spec, agent.config)
+        start = "fork" if spec.device == "cpu" else "spawn"  # a process that has started CUDA must not fork
+        return WorkerGroup(agent, build, spec.workers, seed=seed, start_method=start)
     return Worker(env, agent, seed=seed)
 
 
