@@ -206,6 +206,25 @@ def test_a_worker_that_dies_fails_the_collection_within_seconds():
     assert not _podium_children()
 
 
+def test_a_worker_that_dies_between_rollouts_is_named():
+    """A worker that dies after it finished a rollout (its "ready" is in the pipe) broke the next collection
+    with a bare BrokenPipeError, which the pod neither saves on nor names a worker in."""
+    spec = PodSpec(algo="td3", steps=1000, hparams={"train_freq": 4, "learning_starts": 10**6}, **GYM_PENDULUM)
+    agent = _learner(spec, 2)
+    group = _group(spec, agent, 2)
+    buffer = agent.make_buffer()
+    try:
+        group.collect(buffer)
+        assert group.conns[1].poll(30)  # worker 1 finished the next rollout
+        os.kill(group.processes[1].pid, signal.SIGKILL)
+        group.processes[1].join(10)
+        with pytest.raises(WorkerError, match="rollout worker 1 died .* between rollouts"):
+            group.collect(buffer)
+    finally:
+        group.close()
+    assert not _podium_children()
+
+
 def _failing_parts(spec: PodSpec, config, rank: int, num_envs: int):
     if rank == 1:
         raise RuntimeError("no simulator licence")

@@ -21,6 +21,7 @@ every learner after equal numbers of updates and is left alone.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -107,7 +108,7 @@ class FusionGroup:
 
     The group meets through a file (``torch.distributed.FileStore``) — no listening socket for the
     rendezvous — and gloo's connections between the learners are bound to the loopback interface
-    (``GLOO_SOCKET_IFNAME=lo``) unless the environment says otherwise, so a pod's learners are not
+    (``GLOO_SOCKET_IFNAME=lo``; ``lo0`` on macOS) unless the environment says otherwise, so a pod's learners are not
     reachable from the network.
 
     Args:
@@ -122,7 +123,7 @@ class FusionGroup:
         self, store: str | Path, rank: int, world: int, backend: str = "gloo", timeout: float = FUSION_TIMEOUT
     ) -> None:
         if backend == "gloo":
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo0" if sys.platform == "darwin" else "lo")  # loopback
         self.rank, self.world, self.path = rank, world, Path(store)
         file_store = dist.FileStore(str(self.path), world)
         self.group = _init(backend, file_store, rank, world, timeout)

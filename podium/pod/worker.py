@@ -202,17 +202,21 @@ class WorkerGroup:
         self.stopping = context.Event()  # set by close: a worker abandons its rollout at the next step
         self.processes: list[Any] = []
         self.conns: list[Any] = []
-        for rank in range(workers):
-            parent, child = context.Pipe()
-            # the worker closes its copies of the learner's ends, so that it reads EOF once the learner is gone
-            ends = [*self.conns, parent]
-            args = (rank, build, n, self.steps, seed, self.rollout, self.params, self.stopping, child, ends)
-            proc = context.Process(target=_serve, args=args, name=f"podium-worker-{rank}", daemon=True)
-            proc.start()
-            child.close()
-            self.processes.append(proc)
-            self.conns.append(parent)
-        self._start_next()
+        try:  # a start that fails half-way must not leave the workers already started running
+            for rank in range(workers):
+                parent, child = context.Pipe()
+                # the worker closes its copies of the learner's ends, so that it reads EOF once the learner is gone
+                ends = [*self.conns, parent]
+                args = (rank, build, n, self.steps, seed, self.rollout, self.params, self.stopping, child, ends)
+                proc = context.Process(target=_serve, args=args, name=f"podium-worker-{rank}", daemon=True)
+                self.conns.append(parent)
+                proc.start()
+                child.close()
+                self.processes.append(proc)
+            self._start_next()
+        except BaseException:
+            self.close()
+            raise
 
     @staticmethod
     def _allocate(agent: Agent, steps: int) -> dict[str, torch.Tensor]:
@@ -236,8 +240,13 @@ class WorkerGroup:
             for k, v in module.state_dict().items():
                 shared[k].copy_(v)
         extra = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in self.agent.extra_state().items()}
-        for conn in self.conns:
-            conn.send(extra)
+        for rank, conn in enumerate(self.conns):
+            try:
+                conn.send(extra)
+            except (BrokenPipeError, OSError):  # it died after its last rollout
+                raise WorkerError(
+                    self._death(rank).replace("before finishing its rollout", "between rollouts")
+                ) from None
 
     def _wait(self) -> None:
         pending = dict(enumerate(self.conns))
