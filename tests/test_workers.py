@@ -218,7 +218,7 @@ def test_a_worker_that_dies_between_rollouts_is_named():
         assert group.conns[1].poll(30)  # worker 1 finished the next rollout
         os.kill(group.processes[1].pid, signal.SIGKILL)
         group.processes[1].join(10)
-        with pytest.raises(WorkerError, match="rollout worker 1 died .* between rollouts"):
+        with pytest.raises(WorkerError, match=r"rollout worker 1 died .* between rollouts"):
             group.collect(buffer)
     finally:
         group.close()
