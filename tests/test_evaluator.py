@@ -610,6 +610,34 @@ def test_the_service_scores_each_snapshot_on_its_seed_and_confirms_a_score_at_th
         assert service.seconds == pytest.approx(sum(s.seconds for s in scored))
 
 
+def test_a_closed_thread_service_gives_up_the_evaluation_it_is_running_and_closes_its_envs():
+    """A pod that stopped left its evaluator thread scoring on, unheard (a 100-episode confirmation beside the
+    next pod of a tournament, or beside the pod's own selection), and its envs open."""
+
+    class Endless(_Steps):
+        closed = False
+
+        def step(self, actions):
+            time.sleep(0.001)
+            return super().step(actions)
+
+        def close(self):
+            Endless.closed = True
+
+    def build():
+        return _WeightPolicy(), Evaluator(Endless(num_envs=2), max_steps=10**7), None
+
+    service = EvaluatorService(build, mode="thread")
+    service.submit(_snapshot(1.0, seed=0))
+    deadline = time.monotonic() + WAIT
+    while service._working is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert service.busy
+    start = time.monotonic()
+    service.close()
+    assert time.monotonic() - start < 2 and not service._thread.is_alive() and Endless.closed
+
+
 def test_without_a_target_or_a_confirmer_nothing_is_confirmed():
     with EvaluatorService(_build(), target=None, mode="inline") as service:
         service.submit(_snapshot(100.0, seed=0))

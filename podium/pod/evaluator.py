@@ -71,6 +71,10 @@ class EvaluationError(RuntimeError):
     """The evaluator failed (its env or the policy raised); the pod stops with this error."""
 
 
+class _Abandoned(Exception):
+    """An evaluation given up because its service closed (the pod no longer needs it)."""
+
+
 @dataclass(frozen=True)
 class EvalResult:
     """Scores of one evaluation: ``mean`` and ``std`` of ``episodes`` returns, ``seconds`` of wall time."""
@@ -141,6 +145,8 @@ class Evaluator:
         self.seed = seed
         self.best: EvalResult | None = None
         self.evaluations = 0
+        self.abandon: Callable[[], bool] | None = None
+        """If set, checked between steps: True gives the evaluation up (the service that runs it closed)."""
 
     @torch.inference_mode()  # nothing here enters autograd: skip its per-op bookkeeping
     def evaluate(self, agent: Agent, seed: int | None = None) -> EvalResult:
@@ -163,6 +169,8 @@ class Evaluator:
             finished |= terminated | truncated
             if t % check_every == 0 and bool(finished.all()):
                 break
+            if self.abandon is not None and self.abandon():
+                raise _Abandoned
         result = EvalResult.of(returns.tolist(), time.perf_counter() - start)
         if math.isnan(result.mean):
             raise FloatingPointError("evaluation returned NaN scores; the policy produces invalid actions")
@@ -221,6 +229,13 @@ class _Scorer:
         self.agent, self.evaluator, self.confirmer = build()
         self.target, self.confirm_seed = target, confirm_seed
         self.confirmations = 0
+
+    def close(self) -> None:
+        """Close the envs it scores on (a gymnasium env may hold subprocesses)."""
+        for evaluator in (self.evaluator, self.confirmer):
+            if evaluator is not None:
+                with contextlib.suppress(Exception):
+                    evaluator.env.close()
 
     def score(self, modules: dict[str, Any], seed: int) -> tuple[EvalResult, EvalResult | None, float]:
         start = time.perf_counter()
@@ -346,14 +361,16 @@ class EvaluatorService:
 
     def close(self) -> None:
         """Stop the service at once; a snapshot being scored is dropped (a pod that stops does not wait for
-        an evaluation it no longer needs: the thread finishes it unheard, the process is ended)."""
+        an evaluation it no longer needs: the thread gives it up at its next env step, the process is ended)."""
         with self._lock:
             self._closed = True
             self._pending = None
             self._lock.notify_all()
             working = self._working is not None
-        if self._thread is not None and not working:
-            self._thread.join()
+        if self._thread is not None:  # one scoring gives up at its next env step; one stuck elsewhere is left
+            self._thread.join(timeout=0.5 if working else None)
+        if self._scorer is not None:
+            self._scorer.close()
         if self._process is not None:
             if self._working is not None:
                 self._process.kill()
@@ -380,6 +397,15 @@ class EvaluatorService:
         except BaseException as exc:
             self._fail(exc)
             return
+        for evaluator in (scorer.evaluator, scorer.confirmer):
+            if evaluator is not None:
+                evaluator.abandon = lambda: self._closed
+        try:
+            self._score_until_closed(scorer)
+        finally:
+            scorer.close()
+
+    def _score_until_closed(self, scorer: _Scorer) -> None:
         while True:
             with self._lock:
                 self._lock.wait_for(lambda: self._pending is not None or self._closed)
@@ -389,6 +415,8 @@ class EvaluatorService:
                 self._working = snapshot
             try:
                 result, confirmation, seconds = scorer.score(snapshot.modules(), snapshot.seed)
+            except _Abandoned:
+                return
             except BaseException as exc:  # handed to the pod's thread, which stops the pod
                 self._fail(exc)
                 return
