@@ -227,7 +227,8 @@ def align(df: pd.DataFrame, *, backfill_leading: bool = False) -> tuple[pd.DataF
     i.e. "no trading happened"; any extra columns carry over unchanged. Holes *before* a ticker's
     first row cannot be forward-filled: by default they are an error; with
     ``backfill_leading=True`` they are filled the same way from the ticker's first row instead
-    (this uses a later price, so keep it out of backtests).
+    (this uses a later price, so keep it out of backtests). Holes *after* a ticker's last row (a stock
+    delisted or dropped from the data) are always an error: it would trade at its last price to the end.
 
     Args:
         df: a long-format table (it is validated first, see :func:`validate_ohlcv`).
@@ -240,12 +241,22 @@ def align(df: pd.DataFrame, *, backfill_leading: bool = False) -> tuple[pd.DataF
         sorted by ``(date, tic)``. It is empty when nothing was missing.
 
     Raises:
-        ValueError: as :func:`validate_ohlcv`; or a ticker starts after the first date of the
-            calendar and ``backfill_leading`` is False (the message names the ticker and its first date).
+        ValueError: as :func:`validate_ohlcv`; a ticker starts after the first date of the calendar and
+            ``backfill_leading`` is False (the message names the ticker and its first date); or a ticker
+            ends before the calendar's last date (the message names it and its last date).
     """
     data = validate_ohlcv(df)
     calendar = np.sort(data["date"].unique())
     tickers = np.sort(data["tic"].unique())
+    lasts = data.groupby("tic")["date"].max()
+    ended = lasts[lasts < calendar[-1]]
+    if len(ended):
+        listed = ", ".join(f"{t} (last row {_day(d)})" for t, d in ended.items())
+        raise ValueError(
+            f"ticker(s) end before the last date of the data {_day(calendar[-1])}: {listed}; filled forward, a "
+            f"stock that stopped trading would trade at its last price to the end. Drop the ticker(s), or end "
+            f"the period by {_day(ended.min())}"
+        )
     full = pd.MultiIndex.from_product([calendar, tickers], names=["date", "tic"])
     table = data.set_index(["date", "tic"]).reindex(full)
     holes = table["close"].isna().to_numpy()  # validated rows never have a NaN close

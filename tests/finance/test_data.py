@@ -84,6 +84,14 @@ def test_align_leading_gap_is_an_error_unless_backfilled(small: pd.DataFrame) ->
     assert first["close"] == 51.5 and first["volume"] == 0.0
 
 
+def test_align_refuses_a_ticker_that_ends_before_the_data(small: pd.DataFrame) -> None:
+    """A stock that stopped trading (delisted, or dropped from the file) was forward-filled to the end of the
+    data: the env traded it at its last price for months and the equal-weight basket held it there."""
+    ended = small[~((small["tic"] == "AAA") & (small["date"] == "2020-01-06"))]
+    with pytest.raises(ValueError, match=r"AAA \(last row 2020-01-03\).*Drop the ticker\(s\), or end the period by"):
+        align(ended)
+
+
 def test_align_forward_fills_a_middle_gap_and_carries_extra_columns(small: pd.DataFrame) -> None:
     small["note"] = np.arange(len(small), dtype=float)
     gap = small[~((small["tic"] == "AAA") & (small["date"] == "2020-01-03"))]
