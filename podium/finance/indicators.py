@@ -53,8 +53,9 @@ def add_indicators(
     ``FeatureEngineer`` does. ``stockstats`` starts its moving windows with whatever history exists
     (``min_periods=1``), so the first rows of a ticker use shorter windows: a 60-day SMA is exact from
     the 60th row on, and EMA-based indicators (``macd``, ``rsi_30``, ``dx_30``) keep depending on the
-    starting point for much longer. Warm-up values that come out NaN (e.g. a standard deviation over
-    one row) are back-filled from the ticker's first valid value.
+    starting point for much longer. Bollinger bands over the first row (a standard deviation over one
+    row) are that row's close; other warm-up values that come out NaN are back-filled from the ticker's
+    first valid value (a later row's: none of FINRL_INDICATORS needs it).
 
     The directional movement index ``dx_N`` is ``100 |P - M| / (P + M)`` with P and M the smoothed
     positive and negative directional movements (the average true range cancels out). Data that FinRL
@@ -91,6 +92,10 @@ def add_indicators(
         values = pd.DataFrame(frame[[n for n in names if n not in own]]).set_axis(rows.index)
         for name, window in own.items():
             values[name] = _dx_ema(rows["high"].to_numpy(), rows["low"].to_numpy(), window)
+        # Bollinger bands over one row have no deviation: a band of zero width (the close), not the next row's
+        # bands, which would show the next close (ub + lb - close[0] = close[1])
+        for name in (n for n in names if n.startswith("boll_")):
+            values[name] = values[name].fillna(rows["close"])
         values = values[names].bfill()
         bad = ~np.isfinite(values.to_numpy())
         if bad.any():

@@ -35,6 +35,23 @@ def _from_day(frame: pd.DataFrame, day: int) -> pd.DataFrame:
     return frame[frame["date"] >= dates[day]].reset_index(drop=True)
 
 
+@pytest.mark.parametrize(
+    ("day", "names"), [(0, ("boll_ub", "boll_lb")), (1, ("boll_ub", "boll_lb")), (59, FINRL_INDICATORS)]
+)
+def test_no_indicator_of_a_day_depends_on_a_later_day(fixture: pd.DataFrame, day: int, names) -> None:
+    """Computed on the history up to ``day``, an indicator of that day equals the one computed on the whole
+    history. The first day's Bollinger bands were back-filled from the second day's, whose mean of the two
+    bands minus the first close is the second close: a user file starting on a backtest's first day placed
+    that day's orders knowing the next close. (``stockstats`` gives NaN for ``cci_30`` on histories shorter
+    than its window, so the whole set is compared once every window fits.)"""
+    prices = fixture[list(OHLCV_COLUMNS)]
+    dates = np.sort(prices["date"].unique())
+    whole = add_indicators(prices, names)
+    cut = add_indicators(prices[prices["date"] <= dates[day]], names)
+    on_day = whole[whole["date"] == dates[day]][list(names)].to_numpy()
+    np.testing.assert_allclose(cut[cut["date"] == dates[day]][list(names)].to_numpy(), on_day)
+
+
 def test_fixture_layout(fixture: pd.DataFrame) -> None:
     assert fixture["tic"].nunique() == 29 and fixture["date"].nunique() == 335
     assert set(FINRL_INDICATORS) <= set(fixture.columns) and "turbulence" in fixture.columns
