@@ -412,6 +412,9 @@ def backtest_command(
         str | None,
         typer.Option(help="when orders execute: close (the close the policy saw) or next_close (default: as trained)"),
     ] = None,
+    benchmark: Annotated[
+        str, typer.Option(help="ETF bought and held beside the policy: DIA, SPY, QQQ, or none (prices 2009-2017)")
+    ] = "DIA",
 ) -> None:
     """Backtest a trading policy on later data against buy-and-hold of DIA and of the equal-weight basket:
     metrics table (empyrical), account-value PNG, daily CSV and trades CSV."""
@@ -419,6 +422,7 @@ def backtest_command(
 
     if top_k < 1:
         raise _fail(f"--top-k must be at least 1, got {top_k}")
+    etf = None if benchmark.lower() == "none" else benchmark.upper()
     from podium.finance.backtest import backtest_command as run_backtest
     from podium.finance.backtest import generalisation_curve
 
@@ -439,9 +443,19 @@ def backtest_command(
             device=device,
             console=console,
             fill=fill,
+            benchmark=etf,
         )
         if generalisation:
-            frame = generalisation_curve(path, report.start, report.end, out_dir=report.out_dir, device=device)
+            frame = generalisation_curve(
+                path,
+                report.start,
+                report.end,
+                out_dir=report.out_dir,
+                device=device,
+                initial_cash=initial_cash,
+                fill=fill,
+                benchmark=etf,
+            )
             _say(f"generalisation curve: {len(frame)} snapshots -> {escape(str(report.out_dir))}/generalisation.png")
     except (*_tournament_errors(), ValueError, KeyError, FileNotFoundError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc

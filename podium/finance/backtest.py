@@ -210,7 +210,8 @@ def _env_kwargs(policy: Policy) -> dict[str, Any]:
 def seen_periods(policy: Policy) -> dict[str, tuple[str, str]]:
     """The periods a trading policy's spec says it learned from (``train``: its env's period) and was chosen
     on (``validation``: its evaluation env's, when that has its own). Data the spec does not date (a user's
-    file) is left out; the shipped sets without a period count as their whole history."""
+    file that cannot be read any more) is left out; a data set or file without a period counts as its whole
+    history."""
     kwargs = _env_kwargs(policy)
     seen: dict[str, tuple[str, str]] = {}
     for name, options in (("train", kwargs), ("validation", {**kwargs, **policy.spec.eval_env_kwargs})):
@@ -219,9 +220,20 @@ def seen_periods(policy: Policy) -> dict[str, tuple[str, str]]:
             period = TRAIN_PERIOD  # what the env loads by default
         elif period is None and isinstance(data, str) and data in SHIPPED_DATASETS:
             period = ("1900-01-01", "2100-12-31")
+        elif period is None and isinstance(data, str):  # a user's file without a period: all of it
+            period = _file_span(data)
         if period is not None and (name == "train" or tuple(period) != seen.get("train")):
             seen[name] = (str(period[0]), str(period[1]))
     return seen
+
+
+def _file_span(path: str) -> tuple[str, str] | None:
+    """The first and last date of an OHLCV file, or None if it cannot be read."""
+    try:
+        dates = load_ohlcv(path)["date"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return f"{dates.min():%Y-%m-%d}", f"{dates.max():%Y-%m-%d}"
 
 
 def _in_sample(members: Sequence[Policy], start: str | pd.Timestamp, end: str | pd.Timestamp) -> list[str]:
@@ -335,7 +347,8 @@ def benchmark_prices(ticker: str, dates: np.ndarray | pd.DatetimeIndex, source: 
     if days[0] < series.index[0] or days[-1] > series.index[-1]:
         raise ValueError(
             f"benchmark {ticker} has prices from {series.index[0]:%Y-%m-%d} to {series.index[-1]:%Y-%m-%d} only; "
-            f"the backtest runs {days[0]:%Y-%m-%d}..{days[-1]:%Y-%m-%d} (pass benchmark=None to skip it)"
+            f"the backtest runs {days[0]:%Y-%m-%d}..{days[-1]:%Y-%m-%d}; skip it with benchmark=None "
+            "(podium backtest --benchmark none) or choose another"
         )
     return series.reindex(series.index.union(days)).ffill().loc[days].to_numpy(np.float64)
 
@@ -606,6 +619,8 @@ def generalisation_curve(
     data: MarketData | pd.DataFrame | str | None = None,
     initial_cash: float | None = None,
     device: str | torch.device = "cpu",
+    fill: str | None = None,
+    benchmark: str | None = "DIA",
 ) -> pd.DataFrame:
     """Backtest every training snapshot: test performance against training wall-clock time.
 
@@ -617,7 +632,7 @@ def generalisation_curve(
         run_dir: a pod run directory, a tournament directory (its ``pods/*``), or a list of them.
         start, end: the backtest period, inclusive (``"YYYY-MM-DD"``).
         out_dir: if given, write ``generalisation.csv`` and ``generalisation.png`` there.
-        data, initial_cash, device: as :func:`backtest`.
+        data, initial_cash, device, fill, benchmark: as :func:`backtest`.
 
     Returns:
         One row per snapshot, sorted by ``wall_time``: ``run``, ``checkpoint``, ``steps`` (env steps
@@ -635,7 +650,9 @@ def generalisation_curve(
         if "wall_time" not in counters:
             raise CheckpointError(f"{snapshot} has no counters.wall_time; is it a pod snapshot?")
         policy = load(snapshot, device=str(device))
-        report = backtest(policy, start, end, data=data, initial_cash=initial_cash)
+        report = backtest(
+            policy, start, end, data=data, initial_cash=initial_cash, device=device, fill=fill, benchmark=benchmark
+        )
         benchmarks = {k: float(v) for k, v in report.metrics["cumulative_return"].drop(POLICY).items()}
         metrics = report.metrics.loc[POLICY]
         rows.append(
@@ -705,6 +722,7 @@ def backtest_command(
     device: str = "cpu",
     console: Any = None,
     fill: str | None = None,
+    benchmark: str | None = "DIA",
 ) -> BacktestReport:
     """Everything ``podium backtest`` does: resolve the policies, backtest, write the files, print a table.
 
@@ -723,6 +741,7 @@ def backtest_command(
         console: a ``rich.console.Console`` to print to (default: a new one on stdout).
         fill: when orders execute, as in :func:`backtest` (default: as the policy trained); a
             ``next_close`` backtest's default directory ends in ``_next_close``.
+        benchmark: the ETF to buy and hold beside the policy, as in :func:`backtest` (None: none).
 
     Returns:
         The :class:`BacktestReport`; its files are in ``report.out_dir``.
@@ -752,7 +771,9 @@ def backtest_command(
     out_dir = Path(out) if out is not None else _default_out_dir(Path(path), start, end, fill)
     with warnings.catch_warnings():  # said below, in the table's words
         warnings.simplefilter("ignore", UserWarning)
-        report = backtest(paths, start, end, initial_cash=initial_cash, device=device, out_dir=out_dir, fill=fill)
+        report = backtest(
+            paths, start, end, initial_cash=initial_cash, device=device, out_dir=out_dir, fill=fill, benchmark=benchmark
+        )
     for line in report.in_sample:
         console.print(
             f"[bold yellow]warning: an in-sample backtest, not a test:[/] {escape(line)}; its metrics say how "

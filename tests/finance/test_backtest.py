@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import shutil
 import warnings
@@ -27,6 +28,7 @@ from podium.finance.backtest import (
     resolve_policy_paths,
     seen_periods,
 )
+from podium.finance.data import load_ohlcv
 from podium.finance.env import StockTradingVecEnv
 from podium.finance.market import TEST_PERIOD, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance
@@ -233,6 +235,16 @@ def test_generalisation_curve_has_one_row_per_snapshot(run_dir: Path, tmp_path: 
     assert set(frame.attrs["benchmarks"]) == {"DIA", EQUAL_WEIGHT}
 
 
+def test_the_generalisation_curve_takes_the_fill_and_the_benchmark(run_dir: Path, tmp_path: Path) -> None:
+    """``podium backtest --generalisation --fill next_close`` computed the curve with same-close fills and wrote
+    it into the ``_next_close`` directory, where it reads as next-close results."""
+    snapshot = sorted((run_dir / "checkpoints" / "snapshots").glob("*.pt"))[0]
+    frame = generalisation_curve(run_dir, *SHORT, fill="next_close", benchmark=None)
+    expected = backtest(snapshot, *SHORT, fill="next_close", benchmark=None).metrics.loc[POLICY, "cumulative_return"]
+    assert frame.set_index("checkpoint").loc[str(snapshot), "cumulative_return"] == pytest.approx(expected)
+    assert set(frame.attrs["benchmarks"]) == {EQUAL_WEIGHT}
+
+
 def test_snapshots_of_tournament_pods_are_found(run_dir: Path, tmp_path: Path) -> None:
     for pod in ("pod-a", "pod-b"):
         shutil.copytree(
@@ -277,3 +289,24 @@ def test_a_backtest_on_data_the_policy_has_seen_says_it_is_in_sample(run_dir: Pa
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a test period it never saw: no warning
         assert backtest(policy, *SHORT).in_sample == []
+
+
+def test_a_policy_trained_on_an_undated_file_has_seen_all_of_it(policy: Policy, tmp_path: Path) -> None:
+    """A policy trained on a user's file without a ``period`` had seen nothing, as far as the in-sample check
+    knew: a backtest on the very data it trained on printed its metrics as a test."""
+    frame = load_ohlcv("dow29")
+    path = tmp_path / "mine.csv"
+    frame[(frame["date"] >= "2015-07-01") & (frame["date"] <= "2015-12-31")].to_csv(path, index=False)
+    mine = copy.copy(policy)
+    mine.spec = policy.spec.model_copy(update={"env_kwargs": {"data": str(path)}})
+    assert seen_periods(mine) == {"train": ("2015-07-01", "2015-12-31")}
+    mine.spec = policy.spec.model_copy(update={"env_kwargs": {"data": str(tmp_path / "gone.csv")}})
+    assert seen_periods(mine) == {}  # a file that is gone: nothing to say
+
+
+def test_the_benchmark_can_be_left_out_where_it_has_no_prices(run_dir: Path, tmp_path: Path) -> None:
+    """DIA's prices end on 2017-11-10; ``podium backtest`` had no way to skip it for later data."""
+    report = backtest_command(run_dir, *SHORT, out=tmp_path / "b", benchmark=None, console=Console(file=io.StringIO()))
+    assert "DIA" not in report.metrics.index and EQUAL_WEIGHT in report.metrics.index
+    with pytest.raises(ValueError, match=r"podium backtest --benchmark none"):
+        benchmark_prices("DIA", pd.DatetimeIndex(["2018-01-02"]))
