@@ -449,8 +449,14 @@ class Orchestrator:
             self.view.event(f"{pod_id} ({algo}) preempted: the pool shrank; it will resume when there is room")
         for pod_id in decisions.resume:
             self._submit(pods[pod_id], resume=True)
+        left = decisions.round_steps  # the steps the new pods may share (each round is capped at what is left)
         for _ in range(decisions.start):
-            self._submit(self._plan(decisions.round_seconds), resume=False)
+            if left is not None and left <= 0:
+                break
+            record = self._plan(decisions.round_seconds, left)
+            if left is not None:
+                left -= int(record.spec["steps"])
+            self._submit(record, resume=False)
 
     def _preempt(self, pod: PodRecord) -> None:
         """Stop a running pod now (it keeps its checkpoint) and record it as preempted, with its steps so far."""
@@ -466,7 +472,7 @@ class Orchestrator:
                 writer.writerow(["elapsed", "cpus", "gpus", "pool_size", "running"])
             writer.writerow([round(self.elapsed(), 3), resources.cpus, resources.gpus, size, running])
 
-    def _plan(self, round_seconds: float | None) -> PodRecord:
+    def _plan(self, round_seconds: float | None, round_steps: int | None = None) -> PodRecord:
         pods = self.board.pods()
         running = [p.algo for p in pods if p.status == PodStatus.RUNNING]
         number = self.board.take_pod_number()
@@ -474,6 +480,8 @@ class Orchestrator:
         spec = plan.spec
         if round_seconds is not None:  # a round (plus its start-up and final evaluation) never outlasts the tournament
             spec = spec.model_copy(update={"seconds": min(spec.seconds or math.inf, round_seconds)})
+        if round_steps is not None:  # nor trains more steps than the tournament has left
+            spec = spec.model_copy(update={"steps": int(min(spec.steps or math.inf, max(1, round_steps)))})
         pod_id = f"p{number:04d}"
         record = self.board.add_pod(
             id=pod_id,

@@ -18,10 +18,12 @@ The rules, in order:
    pods need them), clamped to ``[pool.min, pool.max]``.
 3. **Shrink**: beyond the pool size, the youngest running pods are preempted (they resume later).
 4. **Grow**: free slots resume preempted pods first (oldest pod first), then start new ones — unless less
-   than :data:`MIN_ROUND_SECONDS` of the time budget is left, or the step budget is spent.
+   than :data:`MIN_ROUND_SECONDS` of the time budget is left, or the step budget is committed: the steps
+   of the pods that stopped plus those the running ones are set to train (:func:`steps_committed`). New
+   pods start only as many as the uncommitted steps hold.
 5. **Round length**: a new pod's round never outlasts the tournament: it is capped at the seconds left
    minus the pods' overhead (start-up, final evaluation, reporting: the median over the pods finished so
-   far in one attempt).
+   far in one attempt), and at the uncommitted steps.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "overhead",
     "pool_size",
     "reaches",
+    "steps_committed",
     "steps_done",
 ]
 
@@ -71,6 +74,8 @@ class Rules:
     pool_max: int = 8
     cpus_per_pod: float = 1.0
     gpus_per_pod: float = 0.0
+    pod_steps: int | None = None
+    """A new pod's step budget (``pod.steps``), if it has one."""
 
     @classmethod
     def of(cls, config: TournamentConfig) -> Rules:
@@ -86,6 +91,7 @@ class Rules:
             pool_max=pool.max,
             cpus_per_pod=pool.cpus_per_pod,
             gpus_per_pod=pool.gpus_per_pod,
+            pod_steps=int(config.pod["steps"]) if config.pod.get("steps") is not None else None,
         )
 
 
@@ -130,6 +136,8 @@ class Decisions:
     resume: tuple[str, ...] = ()
     start: int = 0
     round_seconds: float | None = None
+    round_steps: int | None = None
+    """The most env steps a new pod may train (None: no step budget)."""
 
 
 def pool_size(rules: Rules, resources: Resources) -> int:
@@ -144,6 +152,17 @@ def steps_done(pods: Sequence[PodRecord]) -> int:
     """Env steps of every pod that is not running (finished: its report; failed or preempted: its last
     evaluation when it stopped). A running pod's steps count once it reports or stops."""
     return sum(int(p.steps or 0) for p in pods if p.status not in (PodStatus.RUNNING, PodStatus.QUEUED))
+
+
+def steps_committed(pods: Sequence[PodRecord]) -> int:
+    """Env steps spent or promised: those of every pod that is not running (:func:`steps_done`) plus the step
+    budget of each running or queued pod (its steps so far when it has none)."""
+    promised = 0
+    for p in pods:
+        if p.status in (PodStatus.RUNNING, PodStatus.QUEUED):
+            budget = (p.spec or {}).get("steps")
+            promised += int(budget) if budget is not None else int(p.steps or 0)
+    return steps_done(pods) + promised
 
 
 def overhead(pods: Sequence[PodRecord]) -> float:
@@ -195,7 +214,8 @@ def decide(state: State) -> Decisions:
     preempt = tuple(p.id for p in running[: max(0, len(running) - size)])
     free = size - (len(running) - len(preempt))
     budget_left = not (r.seconds is not None and r.seconds - state.elapsed < MIN_ROUND_SECONDS)
-    if r.steps is not None and steps_done(state.pods) >= r.steps:
+    steps_left = None if r.steps is None else r.steps - steps_committed(state.pods)
+    if steps_left is not None and steps_left <= 0:
         budget_left = False
     resume: tuple[str, ...] = ()
     start = 0
@@ -203,7 +223,11 @@ def decide(state: State) -> Decisions:
         waiting = [p.id for p in state.pods if p.status == PodStatus.PREEMPTED]
         resume = tuple(waiting[:free])
         start = free - len(resume)
+        if steps_left is not None and r.pod_steps:  # no more new pods than the uncommitted steps hold
+            start = min(start, math.ceil(steps_left / r.pod_steps))
     round_seconds = None
     if r.seconds is not None:
         round_seconds = max(MIN_ROUND_SECONDS, r.seconds - state.elapsed - overhead(state.pods))
-    return Decisions(size, preempt=preempt, resume=resume, start=start, round_seconds=round_seconds)
+    return Decisions(
+        size, preempt=preempt, resume=resume, start=start, round_seconds=round_seconds, round_steps=steps_left
+    )

@@ -91,6 +91,20 @@ def test_the_pool_grows_and_shrinks_with_the_reported_resources(tmp_path):
     assert "finished" in events
 
 
+def test_a_step_budget_is_not_overrun_by_rounds_started_on_every_free_slot(tmp_path):
+    """With eight slots, 1,024-step pods and a budget of 2,000 steps, every slot started a full round: nine pods
+    and 9,216 steps. Now the pods hold the budget between them, the last round capped at the steps left."""
+    from podium.tournament import load_tournament_config
+
+    backend = InlineBackend(resources=lambda: Resources(cpus=8))
+    config = _config(steps=2000, pool={"min": 1, "max": 8}, pod={**POD, "steps": 1024})
+    orch = Orchestrator.start(load_tournament_config(None, **config), run_dir=tmp_path / "run", backend=backend)
+    report = orch.run()
+    pods = orch.board.pods()
+    assert report.stop_reason == "steps" and len(pods) == 2
+    assert sorted(int(p.spec["steps"]) for p in pods) == [976, 1024] and report.total_steps <= 2048
+
+
 def test_min_and_max_clamp_the_pool(tmp_path):
     from podium.tournament import load_tournament_config
 

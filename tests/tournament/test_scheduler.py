@@ -212,6 +212,20 @@ def test_a_new_pods_round_never_outlasts_the_tournament():
     assert decide(state()).round_seconds is None
 
 
+def test_no_more_steps_are_started_than_the_budget_has_left():
+    """Every free slot started a full round until the steps of the pods that had *stopped* reached the budget:
+    a tournament of 2,000 steps with 1,024-step pods on eight slots ran nine pods and 9,216 steps."""
+    d = decide(state(cpus=8, pool_max=8, steps=2000, pod_steps=1024))
+    assert d.start == 2 and d.round_steps == 2000  # two pods hold the budget (the orchestrator caps each round)
+    running = [pod(1, "running", steps=0, spec={"steps": 1024}), pod(2, "queued", spec={"steps": 976})]
+    d = decide(state(running, cpus=8, pool_max=8, steps=2000, pod_steps=1024))
+    assert d.stop is None and d.start == 0 and d.resume == ()  # all 2,000 promised: nothing more starts
+    d = decide(state([pod(1, "finished", steps=1024)], cpus=8, pool_max=8, steps=2000, pod_steps=1024))
+    assert d.start == 1 and d.round_steps == 976  # the last round is the steps left
+    seconds_only = [pod(1, "running", steps=300, spec={})]  # no step budget of its own: its steps so far count
+    assert decide(state(seconds_only, cpus=8, pool_max=8, steps=2000)).round_steps == 1700
+
+
 def test_decide_is_a_pure_function_of_the_state():
     s = state([pod(1, "running"), pod(2, "preempted")], cpus=3, seconds=50.0)
     assert decide(s) == decide(s)
