@@ -170,8 +170,8 @@ class Generator:
             value = hparams[name]
             if isinstance(value, bool) or not isinstance(value, int | float):
                 continue
-            if name in ranges and rng.random() < g.resample_prob:
-                new = _draw(low, high, rng)
+            if (name in ranges and rng.random() < g.resample_prob) or value == 0:
+                new = _draw(low, high, rng)  # (a factor cannot move 0, e.g. PPO's default ent_coef: resample it)
             elif g.mutation_scale is not None:
                 new = value * math.exp(rng.uniform(-math.log(g.mutation_scale), math.log(g.mutation_scale)))
             else:

@@ -182,6 +182,19 @@ def test_the_usual_perturbation_also_drives_the_leaderboard_scheme():
     assert factors == {0.8, 1.2}
 
 
+def test_a_mutable_hyperparameter_at_zero_is_resampled_from_its_range():
+    """PPO declares ``ent_coef`` mutable in (0, 0.05) with a default of 0: a factor of 0.8 or 1.2 left it at 0
+    in every child, so the generator never explored it."""
+    config = TournamentConfig(env="CartPole-v1", seconds=10, pod={"seconds": 2}, algos={"ppo": 1},
+                              generator={"explore": 0.0, "mutation_prob": 1.0})  # fmt: skip
+    base = effective_hparams(config.pod_spec("ppo", 0))
+    assert base["ent_coef"] == 0.0
+    parent = Entry("p0001", None, "ppo", "CartPole-v1", base, 100.0, 1.0, 100, 100, 1.0, "/c/p0001.pt", 0.0, 1)
+    low, high = config.mutable("ppo")["ent_coef"]
+    values = [Generator(config).next(n, [parent], [], ["ppo"]).spec.hparams["ent_coef"] for n in range(2, 22)]
+    assert all(low <= v <= high for v in values) and len(set(values)) > 10
+
+
 def test_a_truncation_tournament_continues_and_copies_members(tmp_path):
     pods = _inline_tournament(
         tmp_path,
