@@ -141,6 +141,11 @@ class GeneratorConfig(_Strict):
     (``AgentConfig.shape``, e.g. gSDE's ``use_sde``): then the child keeps its parent's, since it continues
     the parent's checkpoint."""
 
+    @field_validator("mutate")
+    @classmethod
+    def _lower_mutate(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {algo.lower(): names for algo, names in value.items()}  # as algos' names are
+
     @field_validator("choices")
     @classmethod
     def _two_options(cls, value: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
@@ -211,6 +216,11 @@ class TournamentConfig(_Strict):
     parent's algorithm, so the ratio holds for every pod started."""
     hparams: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Base hyperparameters per algorithm (over the presets), e.g. ``{sac: {batch_size: 256}}``."""
+
+    @field_validator("hparams")
+    @classmethod
+    def _lower_hparams(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {algo.lower(): fields for algo, fields in value.items()}  # as algos' names are
     pod: dict[str, Any] = Field(default_factory=lambda: {"seconds": 20.0})
     """:class:`~podium.config.PodSpec` fields for every pod: its budget per round (``seconds``/``steps``),
     ``num_envs``, ``eval_episodes``, ``eval_every``, ``device``, ... (not env/algo/hparams/seed/target)."""

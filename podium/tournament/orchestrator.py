@@ -566,7 +566,7 @@ class Orchestrator:
             self._failures_in_row = 0
             where = f"rank {rank}" if rank is not None else "not on the leaderboard"
             self.view.event(
-                f"{pod.id} {pod.algo} finished: {r.score_mean:.1f} ± {r.score_std:.1f} "
+                f"{pod.id} {pod.algo} finished: {mean:.1f} ± {std:.1f} ({episodes} episodes) "
                 f"after {r.steps:,} steps, {r.wall_time:.0f} s -> {where}"
             )
         elif outcome.lost:

@@ -123,6 +123,17 @@ def test_a_gpu_pod_on_a_backend_without_gpus_is_refused_before_anything_starts(t
     assert not (tmp_path / "run").exists()
 
 
+def test_algorithm_names_may_be_capitalised_wherever_they_key_a_field():
+    """``algos: {TD3: 1}`` was accepted but ``hparams: {TD3: ...}`` was then refused as "TD3 is not in algos
+    ['td3']", and ``generator.mutate`` keys likewise."""
+    config = TournamentConfig(
+        env="Pendulum-v1", seconds=10, pod={"seconds": 2}, algos={"TD3": 1}, hparams={"TD3": {"tau": 0.01}},
+        generator={"mutate": {"TD3": ["tau"]}},
+    )  # fmt: skip
+    assert config.hparams == {"td3": {"tau": 0.01}} and config.generator.mutate == {"td3": ["tau"]}
+    assert config.pod_spec("td3", 0).hparams["tau"] == 0.01
+
+
 def test_yaml_errors_name_the_file(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text("env: Pendulum-v1\npool: {min: 3, max: 1}\nseconds: 5\npod: {seconds: 1}\n")
