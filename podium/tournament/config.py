@@ -221,6 +221,7 @@ class TournamentConfig(_Strict):
     @classmethod
     def _lower_hparams(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         return {algo.lower(): fields for algo, fields in value.items()}  # as algos' names are
+
     pod: dict[str, Any] = Field(default_factory=lambda: {"seconds": 20.0})
     """:class:`~podium.config.PodSpec` fields for every pod: its budget per round (``seconds``/``steps``),
     ``num_envs``, ``eval_episodes``, ``eval_every``, ``device``, ... (not env/algo/hparams/seed/target)."""
