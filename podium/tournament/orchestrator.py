@@ -42,7 +42,7 @@ from pydantic import ValidationError
 from podium.config import ConfigError, load_yaml
 from podium.pod import build_agent
 from podium.rundir import PodDir, RunDirError, TournamentDir
-from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, backend_for, read_report
+from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, backend_for, read_error, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
 from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url
@@ -592,8 +592,11 @@ class Orchestrator:
                 self.view.event(f"{pod.id} {pod.algo} still running: adopted")
                 continue
             report = read_report(Path(pod.run_dir))
+            error = read_error(Path(pod.run_dir)) if report is None else None
             if report is not None and pod.status == PodStatus.RUNNING:
                 self._collect(PodOutcome(pod.id, report))
+            elif error is not None and pod.status == PodStatus.RUNNING:  # it failed while nobody watched
+                self._collect(PodOutcome(pod.id, None, error))
             else:
                 self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
         for pod in self.board.pods(PodStatus.PREEMPTED, PodStatus.FAILED):

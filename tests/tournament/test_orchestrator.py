@@ -201,6 +201,32 @@ def test_resume_extends_a_finished_tournament_and_keeps_its_leaderboard(
     board.close()
 
 
+def test_a_pod_that_failed_while_no_orchestrator_ran_is_recorded_as_failed(tmp_path):
+    """A running pod whose process failed (``error.txt``, no report) while its orchestrator was dead was marked
+    preempted and run again: its error never reached the history, nor counted towards ``max_failures``."""
+    from podium.rundir import PodDir
+    from podium.tournament.states import PodStatus
+
+    tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
+    board = open_leaderboard(tmp_path / "run")
+    (done,) = board.pods()
+    run_dir = tmp_path / "run" / "pods" / "p9999"
+    board.add_pod(
+        id="p9999", number=board.take_pod_number(), parent_id=None, lineage="p9999", algo="ppo", env="CartPole-v1",
+        hparams=done.hparams, seed=9, spec=done.spec, status=PodStatus.QUEUED, run_dir=str(run_dir),
+        init_checkpoint=None,
+    )  # fmt: skip
+    board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle="inline")
+    board.close()
+    run_dir.mkdir(parents=True)
+    PodDir(run_dir).error.write_text("Traceback (most recent call last):\nRuntimeError: the simulator crashed\n")
+    resume_tournament(tmp_path / "run", progress=False, steps=2048)  # nothing more to train: it only tidies up
+    board = open_leaderboard(tmp_path / "run")
+    failed = board.pod("p9999")
+    board.close()
+    assert failed.status == PodStatus.FAILED and "the simulator crashed" in failed.error
+
+
 def test_a_run_dir_cannot_hold_two_tournaments_and_resume_needs_one(tmp_path):
     from podium.config import ConfigError
 

@@ -42,6 +42,7 @@ __all__ = [
     "backend_class",
     "backend_for",
     "make_backend",
+    "read_error",
     "read_report",
 ]
 
@@ -168,6 +169,15 @@ def read_report(run_dir: Path) -> PodReport | None:
         return PodReport(**json.loads(path.read_text()))
     except (ValueError, TypeError):
         return None
+
+
+def read_error(run_dir: Path) -> str | None:
+    """The last line of the ``error.txt`` a failed pod left in ``run_dir`` (its exception), or None."""
+    path = PodDir(run_dir).error
+    if not path.is_file():
+        return None
+    lines = [ln for ln in path.read_text(errors="replace").strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "the pod failed (its error.txt is empty)"
 
 
 def write_report(run_dir: Path, report: PodReport) -> None:

@@ -46,6 +46,7 @@ from podium.tournament.backends import (
     PodOutcome,
     Resources,
     local_gpus,
+    read_error,
     read_report,
     run_job,
 )
@@ -275,10 +276,9 @@ def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         return PodOutcome(pod_id, None, f"the pod process was killed by {name}")
-    error = PodDir(run_dir).error
-    if error.is_file():
-        lines = [ln for ln in error.read_text().strip().splitlines() if ln.strip()]
-        return PodOutcome(pod_id, None, lines[-1] if lines else f"exit code {code}")
+    error = read_error(run_dir)
+    if error is not None:
+        return PodOutcome(pod_id, None, error)
     log = PodDir(run_dir).log
     tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
     return PodOutcome(
