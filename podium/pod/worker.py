@@ -244,9 +244,7 @@ class WorkerGroup:
             try:
                 conn.send(extra)
             except (BrokenPipeError, OSError):  # it died after its last rollout
-                raise WorkerError(
-                    self._death(rank).replace("before finishing its rollout", "between rollouts")
-                ) from None
+                raise WorkerError(self._death(rank, "between rollouts")) from None
 
     def _wait(self) -> None:
         pending = dict(enumerate(self.conns))
@@ -266,10 +264,10 @@ class WorkerGroup:
             if dead:
                 raise WorkerError(self._death(dead[0]))
 
-    def _death(self, rank: int) -> str:
+    def _death(self, rank: int, when: str = "before finishing its rollout") -> str:
         proc = self.processes[rank]
         proc.join(timeout=1.0)
-        return f"rollout worker {rank} died (exit code {proc.exitcode}) before finishing its rollout"
+        return f"rollout worker {rank} died (exit code {proc.exitcode}) {when}"
 
     def collect(self, buffer: object) -> RolloutStats:
         """Take the rollout the workers finished into ``buffer``, start them on the next one, and return.
