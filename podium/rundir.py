@@ -22,19 +22,80 @@ A **tournament's** run directory::
     report.json, progress.png, champion.png
 
 A directory belongs to one run: a new pod refuses a directory that holds another pod's run (unless told
-to overwrite it) or a tournament; a new tournament refuses a directory that holds anything of either.
+to overwrite it) or a tournament; a new tournament refuses a directory that holds anything of either. While
+a pod is made and runs, it holds its directory (:class:`DirLock`): a second pod, in this process or another,
+is refused there, whether it would start anew, overwrite or resume.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
-__all__ = ["PodDir", "RunDirError", "TournamentDir"]
+try:  # advisory locks: POSIX only (elsewhere a run directory is not locked)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["DirLock", "PodDir", "RunDirError", "TournamentDir"]
 
 
 class RunDirError(ValueError):
     """A run directory cannot be used as asked (it holds another run); the message names the choices."""
+
+
+class DirLock:
+    """An exclusive advisory lock on a run directory, so that two processes never train into one directory.
+
+    The lock is ``flock`` on the directory itself: no file is written, and the operating system drops it when
+    the holder exits, however it ends (a killed run leaves no stale lock behind). Where the file system has no
+    such locks (some network file systems) or the platform none (Windows), the directory is not locked.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock (creating the directory if needed); a no-op when this object holds it already.
+
+        Raises:
+            RunDirError: another process (or another pod in this one) holds the lock.
+        """
+        if self._fd is not None or fcntl is None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.root, os.O_RDONLY)
+        except OSError:
+            return  # not lockable here: go on unlocked, as before locks existed
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RunDirError(
+                f"{self.root} is in use: another pod is training into it right now (in another process, or "
+                "a pod of this process that has not finished). Wait for it to finish or stop it, or choose "
+                "another run directory"
+            ) from None
+        except OSError:
+            os.close(fd)
+            return
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (a no-op when it is not held)."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # closing the descriptor drops the lock
+
+    def __del__(self) -> None:
+        self.release()
 
 
 class PodDir:
@@ -160,6 +221,11 @@ class PodDir:
             )
         if not self.holds_run():
             return False
+        if not overwrite and not self.last.is_file():
+            raise RunDirError(
+                f"{self.root} holds a run that stopped before it saved a checkpoint, so there is nothing to "
+                "resume. Choose another --run-dir, or pass --overwrite (Python: overwrite=True) to delete it first"
+            )
         if not overwrite:
             raise RunDirError(
                 f"{self.root} already holds a run. Continue it with '--resume {self.root}' "

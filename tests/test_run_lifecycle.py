@@ -335,3 +335,47 @@ def test_resume_refuses_fields_it_cannot_change(tmp_path):
 
     with pytest.raises(ConfigError, match="only steps, seconds and target"):
         podium.train(resume=run_dir, steps=1024, num_envs=8)
+
+
+def test_two_pods_never_train_into_one_run_directory(tmp_path):
+    """A second process (or a second pod of one process) used to train into a directory a running pod wrote
+    to: with overwrite it deleted the running pod's checkpoints; with resume both wrote last.pt in turn."""
+    run_dir = tmp_path / "run"
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=512, **FAST)
+    first = Pod(spec, run_dir)  # a pod holds its directory from the moment it is made
+    with pytest.raises(RunDirError, match=r"is in use: another pod is training into it"):
+        Pod(spec, run_dir, overwrite=True)
+    first.run()
+    files = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*") if p.is_file())
+    hold = f"from podium.rundir import DirLock; import time; lock = DirLock({str(run_dir)!r}); lock.acquire(); "
+    hold += "print('held', flush=True); time.sleep(60)"
+    holder = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)  # as a running pod
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirError, match="is in use"):
+            Pod.resume(run_dir, steps=1024)
+        with pytest.raises(RunDirError, match="is in use"):
+            podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, overwrite=True, **FAST)
+        assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*") if p.is_file()) == files
+    finally:
+        holder.kill()
+        holder.wait()
+    assert Pod.resume(run_dir, steps=1024).run().steps >= 1024  # the lock died with its holder
+
+
+def test_a_run_that_never_saved_a_checkpoint_is_not_offered_for_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    PodDir(run_dir).spec.write_text("env: Pendulum-v1\n")  # a run that failed before its first checkpoint
+    with pytest.raises(RunDirError, match="stopped before it saved a checkpoint, so there is nothing to resume"):
+        podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, **FAST)
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, overwrite=True, **FAST)
+
+
+def test_a_refused_new_run_leaves_no_empty_directory_behind(tmp_path):
+    with pytest.raises(ConfigError):
+        podium.train("Pendulum-v1", "ppo", steps=512, run_dir=tmp_path / "new", hparams={"learning_rat": 1}, **FAST)
+    assert not (tmp_path / "new").exists()
+    with pytest.raises(Exception, match=r"last\.pt"):
+        Pod.resume(tmp_path / "typo")
+    assert not (tmp_path / "typo").exists()

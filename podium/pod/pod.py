@@ -62,7 +62,7 @@ from podium.pod.evaluator import (
 )
 from podium.pod.learner import FUSION_TIMEOUT, FusionGroup, Learner
 from podium.pod.worker import Worker, WorkerError, WorkerGroup
-from podium.rundir import PodDir
+from podium.rundir import DirLock, PodDir
 from podium.store import CheckpointError, load_checkpoint, remove_partial_writes, save_checkpoint
 
 __all__ = [
@@ -303,6 +303,25 @@ def default_run_dir(spec: PodSpec) -> Path:
     return Path("runs") / f"{spec.env}-{spec.algo}-seed{spec.seed}-{stamp}"
 
 
+@contextlib.contextmanager
+def _locked(pod: Pod, create: bool = True) -> Iterator[None]:
+    """Hold ``pod``'s run directory (:class:`~podium.rundir.DirLock`) from here until its run ends; let it go
+    (and remove the directory when this made it and it stayed empty) when the block fails. Without
+    ``create`` a missing directory is neither made nor locked (the block fails on what it lacks)."""
+    created = not pod.dir.root.exists()
+    pod._lock = DirLock(pod.dir.root)
+    if create or not created:
+        pod._lock.acquire()
+    try:
+        yield
+    except BaseException:
+        pod._lock.release()
+        if created:
+            with contextlib.suppress(OSError):
+                pod.dir.root.rmdir()  # only when empty
+        raise
+
+
 # ----------------------------------------------------------------- the pod
 class Pod:
     """One agent's training run.
@@ -329,20 +348,22 @@ class Pod:
         overwrite: bool = False,
     ) -> None:
         self.dir = PodDir(run_dir if run_dir is not None else default_run_dir(spec))
-        replace = self.dir.claim(overwrite)  # the old run is deleted only once the new one has passed every check
-        if replace and spec.init_checkpoint and self.dir.root.resolve() in Path(spec.init_checkpoint).resolve().parents:
-            raise ConfigError(
-                f"init_checkpoint {spec.init_checkpoint} lies in {self.dir.root}, whose run overwrite would delete; "
-                "copy the checkpoint out of it first, or choose another run directory"
-            )
-        self._setup(spec, progress, resolve_config(spec), resolve_num_envs(spec))
-        if spec.init_checkpoint:
-            payload = load_checkpoint(spec.init_checkpoint, map_location=self.env.device)
-            self._check_algo(payload, spec.init_checkpoint)
-            self.agent.load_state_dict(payload["agent"])
-            self._replay = self._read_replay(PodDir.of_checkpoint(spec.init_checkpoint).replay)
-        if replace:
-            self.dir.clear()
+        with _locked(self):
+            replace = self.dir.claim(overwrite)  # the old run is deleted once the new one has passed every check
+            init = spec.init_checkpoint
+            if replace and init and self.dir.root.resolve() in Path(init).resolve().parents:
+                raise ConfigError(
+                    f"init_checkpoint {init} lies in {self.dir.root}, whose run overwrite would delete; "
+                    "copy the checkpoint out of it first, or choose another run directory"
+                )
+            self._setup(spec, progress, resolve_config(spec), resolve_num_envs(spec))
+            if init:
+                payload = load_checkpoint(init, map_location=self.env.device)
+                self._check_algo(payload, init)
+                self.agent.load_state_dict(payload["agent"])
+                self._replay = self._read_replay(PodDir.of_checkpoint(init).replay)
+            if replace:
+                self.dir.clear()
 
     def _setup(self, spec: PodSpec, progress: bool | None, config: AgentConfig, num_envs: int) -> None:
         self.spec = spec
@@ -398,14 +419,18 @@ class Pod:
         Raises:
             CheckpointError: no usable ``last.pt`` in ``run_dir``.
         """
-        pod_dir = PodDir(run_dir)
+        pod = cls.__new__(cls)
+        pod.dir = PodDir(run_dir)
+        with _locked(pod, create=False):
+            return pod._resume(progress, overrides)
+
+    def _resume(self, progress: bool | None, overrides: dict[str, Any]) -> Pod:
+        pod, pod_dir = self, self.dir
         payload = load_checkpoint(pod_dir.last)
         remove_partial_writes(pod_dir.checkpoints)  # what a killed run was writing when it died
         old = PodSpec(**payload["spec"])
         changes = {k: v for k, v in overrides.items() if v is not None}
         spec = PodSpec(**{**payload["spec"], **changes})
-        pod = cls.__new__(cls)
-        pod.dir = pod_dir
         config = payload.get("agent_config")  # absent in checkpoints written before podium stored it
         if config is None:
             config = resolve_config(spec)
@@ -554,13 +579,22 @@ class Pod:
         return f"nothing to do: {why}; {fix}"
 
     def run(self) -> PodReport:
-        """Train until the target is confirmed, the step budget or the time budget is reached.
+        """Train until the target is confirmed, the step budget or the time budget is reached. The run
+        directory stays locked against other pods until this returns.
 
         Raises:
             PodInterrupted: SIGINT/SIGTERM arrived; ``last.pt`` holds every step trained.
             TrainingDivergedError: a loss became NaN/inf (``last.pt`` holds the last good state).
             EvaluationError: the evaluator failed (``last.pt`` holds the training state).
+            RunDirError: another pod is training into the run directory.
         """
+        self._lock.acquire()  # held since the pod was made; again when run() is called a second time
+        try:
+            return self._run()
+        finally:
+            self._lock.release()
+
+    def _run(self) -> PodReport:
         spec, agent = self.spec, self.agent
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.dir.spec.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
