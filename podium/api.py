@@ -38,7 +38,27 @@ def make_spec(config: str | Path | None = None, **fields: Any) -> PodSpec:
     try:
         return PodSpec(**data)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, str(config) if config else "pod spec")) from None
+        message = validation_message(exc, str(config) if config else "pod spec", PodSpec)
+        hparams = [e["loc"][0] for e in exc.errors() if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
+        hparams = [str(k) for k in hparams if _is_hyperparameter(str(k), data.get("algo"))]
+        if hparams:
+            example = ", ".join(f"{k!r}: {data[k]!r}" for k in hparams)
+            message += (
+                f"\n{', '.join(hparams)}: a hyperparameter of the algorithm, not a pod-spec field: pass it as "
+                f"hparams={{{example}}} (YAML: under 'hparams:'; command line: --hparam {hparams[0]}=VALUE)"
+            )
+        raise ConfigError(message) from None
+
+
+def _is_hyperparameter(name: str, algo: Any) -> bool:
+    """Whether ``name`` is a hyperparameter of ``algo`` (of any algorithm when ``algo`` is unknown)."""
+    from podium.algos import algo_names, get_algo
+
+    try:
+        classes = [get_algo(algo)] if isinstance(algo, str) else [get_algo(a) for a in algo_names()]
+    except KeyError:
+        classes = [get_algo(a) for a in algo_names()]
+    return any(name in cls.Config.model_fields for cls in classes)
 
 
 def train(
@@ -112,14 +132,35 @@ class Policy:
     def act(self, obs: np.ndarray | torch.Tensor | int, deterministic: bool = True) -> Any:
         """Actions for one observation (``[obs_dim]``; an int for a Discrete observation space) or a batch
         (``[B, obs_dim]``; ``[B]`` ints). numpy (or int) in, numpy (or int) out; torch in, torch out.
-        Discrete observations are one-hot encoded as they were in training."""
+        Discrete observations are one-hot encoded as they were in training (one-hot float vectors are taken
+        as they are).
+
+        Raises:
+            ValueError: an observation of another shape, or an integer outside a Discrete space."""
         is_numpy = not isinstance(obs, torch.Tensor)
-        if is_numpy and self._encode is not None:  # Discrete observations: integers
-            raw = np.asarray(obs, dtype=np.int64)
+        dim, env = self.agent.obs_dim, self.spec.env
+        raw = obs.detach().cpu().numpy() if isinstance(obs, torch.Tensor) else np.asarray(obs)
+        encoded = raw.dtype.kind == "f" and raw.ndim in (1, 2) and raw.shape[-1] == dim  # one-hot already
+        if self._encode is not None and not encoded:  # Discrete observations: integers, as the env gives them
+            if raw.ndim > 1 or raw.dtype.kind not in "iub":
+                raise ValueError(
+                    f"Policy.act: {env}'s observations are integers (a Discrete space): give one int or a [B] "
+                    f"batch of them (or their one-hot vectors [B, {dim}]), got {raw.dtype} of shape "
+                    f"{list(raw.shape)}"
+                )
             single = raw.ndim == 0
-            x = self._encode(raw.reshape(-1)).to(self.agent.device)
+            try:
+                x = self._encode(raw.reshape(-1).astype(np.int64)).to(self.agent.device)
+            except RuntimeError as exc:  # one_hot: a value outside the space
+                raise ValueError(f"Policy.act: {env}'s observations lie in a Discrete space of {dim} values, "
+                                 f"got {raw.reshape(-1).tolist()[:8]}") from exc  # fmt: skip
         else:
             x = torch.as_tensor(np.asarray(obs, dtype=np.float32) if is_numpy else obs, device=self.agent.device)
+            if x.dim() not in (1, 2) or x.shape[-1] != dim:
+                raise ValueError(
+                    f"Policy.act: give one observation of shape [{dim}] or a batch [B, {dim}] for {env}, "
+                    f"got shape {list(x.shape)}"
+                )
             single = x.dim() == 1
             x = (x.unsqueeze(0) if single else x).float()  # float64 in (MuJoCo's numpy, say): the networks' dtype
         out = self.agent.act(x, deterministic=deterministic)
@@ -229,7 +270,11 @@ def load(path: str | Path, device: str = "cpu") -> Policy:
 
     Raises:
         CheckpointError: missing, corrupt or foreign file.
+        ValueError: ``device`` is not a device, or not one this machine has (the checkpoint is fine).
     """
+    from podium.envs.base import resolve_device
+
+    resolve_device(device)  # a GPU-less machine is not a corrupt file
     ckpt = _resolve_checkpoint(path)
     payload = load_checkpoint(ckpt, map_location=device)
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -16,17 +17,33 @@ class ConfigError(ValueError):
     """A configuration file or value is invalid; the message names the field and the fix."""
 
 
-def validation_message(exc: ValidationError, where: str) -> str:
-    """Turn a pydantic error into one line per bad field: ``where: field.path: problem (got value)``."""
+def validation_message(exc: ValidationError, where: str, model: type[BaseModel] | None = None) -> str:
+    """Turn a pydantic error into one line per bad field: ``where: field.path: problem (got value)``. With
+    ``model`` (the model validated), an unknown top-level field is answered with the nearest field names."""
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see the documented fields)"
+            fields = _fields_at(model, err["loc"][:-1]) if model is not None and err["loc"] else []
+            close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=3, cutoff=0.6) if fields else []
+            if close:
+                msg = f"unknown field; did you mean {' or '.join(close)}?"
         got = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and "input" in err else ""
         lines.append(f"{where}: {loc}: {msg}{got}")
     return "\n".join(lines)
+
+
+def _fields_at(model: type[BaseModel], path: tuple[Any, ...]) -> list[str]:
+    """The field names of the (nested) model at ``path`` below ``model``; [] where that is no model."""
+    for part in path:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
 
 
 class PodSpec(BaseModel):
@@ -58,8 +75,8 @@ class PodSpec(BaseModel):
     """Use podium's tensor-native env when one exists; False runs gymnasium's env via the adapter."""
     device: str = "cpu"
     """Torch device for envs and networks: cpu, cuda, cuda:N, mps."""
-    seed: int = 0
-    """Random seed (env, networks, exploration)."""
+    seed: int = Field(default=0, ge=0)
+    """Random seed (env, networks, exploration); 0 or more, as gymnasium's seeds."""
     steps: int | None = Field(default=None, gt=0)
     """Budget in env steps (all sub-envs together). At least one of steps/seconds/target must be set."""
     seconds: float | None = Field(default=None, gt=0)

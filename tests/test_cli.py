@@ -211,3 +211,24 @@ def test_an_unknown_env_is_refused_before_torch_is_imported():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["2", "False", "True"]
+
+
+def test_a_newcomers_slips_are_answered_with_the_fix(tmp_path):
+    """Each used to be a traceback or a bare "unknown field"."""
+    import podium
+    from podium.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"learning_rate: a hyperparameter .* hparams=\{'learning_rate': 0\.001\}"):
+        podium.train("CartPole-v1", "ppo", learning_rate=1e-3)
+    with pytest.raises(ConfigError, match="stesp: unknown field; did you mean steps"):
+        podium.train("CartPole-v1", "ppo", stesp=1000)
+    with pytest.raises(ConfigError, match="learningrate: unknown field; did you mean learning_rate"):
+        podium.train("CartPole-v1", "ppo", steps=1000, hparams={"learningrate": 1e-3})
+    wide = {"COLUMNS": "300"}
+    args = ["train", "--env", "CartPole-v1", "--algo", "ppo", "--steps", "600", "--no-progress"]
+    result = runner.invoke(app, [*args, "--seed", "-1", "--run-dir", str(tmp_path / "a")], env=wide)
+    assert result.exit_code == 2 and "seed: Input should be greater than or equal to 0" in result.output
+    result = runner.invoke(app, [*args, "--target", "475", "--run-dir", str(tmp_path / "b")], env=wide)
+    assert result.exit_code == 0 and "475 not reached" in result.output, result.output
+    with pytest.raises(ValueError, match=r"cuda:99.*does not exist|CUDA is not available"):
+        podium.load(tmp_path / "b", device="cuda:99")  # was "corrupt or not a podium checkpoint"

@@ -469,3 +469,21 @@ def test_a_policy_trained_on_discrete_observations_acts_on_the_envs_own_integers
     assert batch.shape == (3,)
     one_hot = torch.nn.functional.one_hot(torch.tensor([0, 5, 15]), 16).float()
     assert batch.tolist() == policy.act(one_hot).tolist()  # the same as the one-hot vectors training saw
+    as_torch = policy.act(torch.tensor([0, 5, 15]))  # torch integers: encoded too (were fed raw to the network)
+    assert as_torch.tolist() == batch.tolist()
+    with pytest.raises(ValueError, match="Discrete space of 16 values, got \\[16\\]"):
+        policy.act(16)
+    with pytest.raises(ValueError, match="observations are integers"):
+        policy.act(np.zeros((2, 3)))
+
+
+def test_a_policy_names_a_wrong_observation_shape_and_pickles(tmp_path):
+    import pickle
+
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=tmp_path, **FAST)
+    policy = podium.load(tmp_path)
+    with pytest.raises(ValueError, match=r"shape \[3\] or a batch \[B, 3\] for Pendulum-v1, got shape \[4\]"):
+        policy.act(np.zeros(4))  # was torch's "mat1 and mat2 shapes cannot be multiplied"
+    copy = pickle.loads(pickle.dumps(policy))  # for multiprocessing and Ray: was "Can't pickle local object"
+    obs = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    assert np.allclose(copy.act(obs), policy.act(obs))

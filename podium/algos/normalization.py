@@ -30,7 +30,7 @@ class RunningMeanStd(nn.Module):
         # each learner's data since then (see :meth:`to_fusable`); transient, so not saved
         for name in ("mean", "var", "count"):
             self.register_buffer(f"shared_{name}", getattr(self, name).clone(), persistent=False)
-        self.register_load_state_dict_post_hook(lambda module, incompatible: module.mark_shared())
+        self.register_load_state_dict_post_hook(_mark_shared)  # a named function: a policy stays picklable
         self.clip, self.eps = clip, eps
 
     @torch.no_grad()
@@ -104,3 +104,8 @@ class RewardScaler(nn.Module):
         self.ret.masked_fill_(done, 0.0)
         std = torch.sqrt(self.stats.var + self.stats.eps).to(reward.dtype)
         return (reward / std).clamp(-self.clip, self.clip)
+
+
+def _mark_shared(module: RunningMeanStd, incompatible: object) -> None:
+    """After a load, the loaded statistics are what every learner shares."""
+    module.mark_shared()

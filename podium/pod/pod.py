@@ -133,7 +133,7 @@ class PodInterrupted(KeyboardInterrupt):
         name = signal.Signals(signal_number).name
         super().__init__(
             f"{name}: training stopped after {steps:,} env steps; the checkpoint is {PodDir(run_dir).last}. "
-            f"Continue with: podium train --resume {run_dir}"
+            f"Continue with: podium train --resume {run_dir} (Python: podium.train(resume={str(run_dir)!r}))"
         )
 
     @property
@@ -166,6 +166,7 @@ class PodReport:
         stop_reason: ``target``, ``steps`` or ``seconds``.
         eval_time: seconds the evaluator spent scoring (beside training unless ``eval_mode`` is inline).
         message: a note for the user (e.g. why a resumed run had nothing to do), or "".
+        target: the spec's target (None: none was set).
         run_dir, checkpoint (best snapshot), curve: where the outputs are.
     """
 
@@ -191,6 +192,7 @@ class PodReport:
     selection_std: float | None = None
     selection_episodes: int | None = None
     message: str = ""
+    target: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -209,7 +211,7 @@ def resolve_config(spec: PodSpec) -> AgentConfig:
     try:
         return cls.Config(**hparams)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, f"hparams for {cls.name}")) from None
+        raise ConfigError(validation_message(exc, f"hparams for {cls.name}", cls.Config)) from None
 
 
 def resolve_num_envs(spec: PodSpec) -> int:
@@ -911,6 +913,7 @@ class Pod:
             confirmed_std=confirmed.get("std"),
             confirmed_episodes=int(confirmed["episodes"]) if confirmed else None,
             message=self._message,
+            target=spec.target,
         )
 
 

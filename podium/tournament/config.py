@@ -361,7 +361,7 @@ class TournamentConfig(_Strict):
         try:
             return PodSpec(**data)
         except ValidationError as exc:
-            raise ConfigError(validation_message(exc, f"pod spec for {algo}")) from None
+            raise ConfigError(validation_message(exc, f"pod spec for {algo}", PodSpec)) from None
 
     def mutable(self, algo: str) -> dict[str, tuple[float, float]]:
         """The hyperparameters the generator perturbs for ``algo`` and the range each stays in: what the
@@ -387,4 +387,5 @@ def load_tournament_config(path: str | Path | None = None, **overrides: Any) -> 
     try:
         return TournamentConfig(**data)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, str(path) if path else "tournament config")) from None
+        where = str(path) if path else "tournament config"
+        raise ConfigError(validation_message(exc, where, TournamentConfig)) from None
