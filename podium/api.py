@@ -287,9 +287,11 @@ def load(path: str | Path, device: str = "cpu") -> Policy:
     # the hyperparameters it was trained with (older checkpoints: its spec with today's presets)
     num_envs = int(payload.get("num_envs") or 1)
     obs_space, act_space = probe.single_observation_space, probe.single_action_space
-    agent = build_agent(spec, obs_space, act_space, num_envs, probe.device, payload.get("agent_config"))
+    try:
+        agent = build_agent(spec, obs_space, act_space, num_envs, probe.device, payload.get("agent_config"))
+    finally:
+        probe.close()
     encode = probe.observations_to_tensor if getattr(probe, "discrete_observations", False) else None
-    probe.close()
     if payload.get("algo") != agent.name:
         raise CheckpointError(f"{ckpt} holds a {payload.get('algo')!r} agent, but its spec says {agent.name!r}")
     agent.load_state_dict(payload["agent"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import time
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import podium
 import podium.envs as envs
 from podium.envs import GymVecEnv
 from podium.envs.gym_adapter import choose_vectorization
@@ -309,3 +311,33 @@ def test_auto_vectorization_judges_the_typical_step_not_the_interrupted_ones(mon
     env = GymVecEnv(_Interrupted, num_envs=4)
     assert env.vectorization == "sync"
     env.close()
+
+
+class _ImageEnv(gym.Env):
+    """An env with image observations, which podium's agents refuse."""
+
+    observation_space = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+def test_a_refused_env_is_closed_before_the_error_reaches_the_user(tmp_path):
+    """The env's subprocesses used to live on while the error was handled, then die at exit with hundreds
+    of lines of BrokenPipeError that buried the one line saying what was wrong."""
+    gym.register("PodiumTestImage-v0", entry_point=_ImageEnv, max_episode_steps=10)
+    try:
+        podium.train("PodiumTestImage-v0", "ppo", steps=100, num_envs=2, env_kwargs={"vectorization": "async"},
+                     run_dir=tmp_path / "r")  # fmt: skip
+    except ValueError as exc:  # while the error is handled (printed), as the command line does
+        assert "flat Box observation space" in str(exc)
+        assert multiprocessing.active_children() == []
+    else:
+        pytest.fail("an image env was accepted")
+    finally:
+        gym.registry.pop("PodiumTestImage-v0", None)

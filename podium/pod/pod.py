@@ -384,11 +384,15 @@ class Pod:
         # with rollout workers each worker process has its own env: the pod's own is only a reference copy
         copies = 1 if spec.workers else num_envs
         self.env = make(spec.env, num_envs=copies, device=spec.device, native=spec.native_env, **spec.env_kwargs)
-        problem = self.env.unreachable(spec.target, spec.env) if spec.target is not None else None
-        if problem is not None:
-            raise ConfigError(problem)
-        obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
-        self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
+        try:  # a refused env or agent closes the env first (a gymnasium env's subprocesses would outlive it)
+            problem = self.env.unreachable(spec.target, spec.env) if spec.target is not None else None
+            if problem is not None:
+                raise ConfigError(problem)
+            obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
+            self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
+        except BaseException:
+            self.env.close()
+            raise
         fork = "fork" in multiprocessing.get_all_start_methods()
         self.cpu_plan = plan_cpu(spec, self.agent.widest_matmul, local_cpus(), fork)
         if self.cpu_plan.threads is not None:
