@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import gymnasium as gym
@@ -136,8 +138,20 @@ def test_ctrl_c_does_not_end_the_async_env_subprocesses():
         time.sleep(0.5)
         _, reward, *_ = env.step(torch.zeros(2, 1))
         assert reward.shape == (2,) and all(p.is_alive() for p in env.vector_env.processes)
+        assert all(os.getpgid(p.pid) != os.getpgid(0) for p in env.vector_env.processes)  # nor a group's SIGTERM
     finally:
         env.close()
+
+
+def test_a_program_that_never_closes_its_async_env_still_exits():
+    """The subprocesses once ignored SIGTERM too: multiprocessing stops them with it at exit, then waits for
+    them, so a program that never closed its env hung at exit for ever."""
+    script = (
+        "from podium.envs import GymVecEnv; env = GymVecEnv('CartPole-v1', num_envs=2, vectorization='async'); "
+        "env.reset(seed=0); print('ready', flush=True)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "ready" in done.stdout, done.stderr[-2000:]
 
 
 def test_async_vectorization_gives_the_same_tensors_as_sync():

@@ -12,6 +12,7 @@ converted to one-hot vectors. Anything else is refused with a message that names
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -51,11 +52,15 @@ def choose_vectorization(step_seconds: float, num_envs: int, cores: int) -> Lite
 
 
 def _worker_ignoring_stop_signals(*args: Any) -> None:
-    """gymnasium's env subprocess, deaf to SIGINT and SIGTERM: Ctrl-C reaches the whole process group, and a
-    subprocess that ended on it broke the next step with a ``BrokenPipeError`` before the pod (which stops on
-    that signal, and closes its envs) could save its state."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+    """gymnasium's env subprocess, in a process group of its own and deaf to SIGINT: Ctrl-C (and a SIGTERM
+    sent to a whole process group) reaches every process of the group, and a subprocess that ended on it broke
+    the next step with a ``BrokenPipeError`` before the pod (which stops on that signal, and closes its envs)
+    could save its state. SIGTERM sent to the subprocess itself still ends it: that is how gymnasium's
+    ``close(terminate=True)`` and multiprocessing's clean-up at exit stop it (ignoring it hung the exit of a
+    program that never closed its env). It ends on its own, too, when its parent is gone (its pipe closes)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()
     _async_worker(*args)
 
 
