@@ -29,8 +29,10 @@ is refused there, whether it would start anew, overwrite or resume.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import weakref
 from pathlib import Path
 
 try:  # advisory locks: POSIX only (elsewhere a run directory is not locked)
@@ -43,6 +45,25 @@ __all__ = ["DirLock", "PodDir", "RunDirError", "TournamentDir"]
 
 class RunDirError(ValueError):
     """A run directory cannot be used as asked (it holds another run); the message names the choices."""
+
+
+_HELD: weakref.WeakSet[DirLock] = weakref.WeakSet()  # the locks this process holds
+
+
+def _drop_inherited_locks() -> None:
+    """In a forked child: close the lock descriptors it inherited. A child shares its parent's lock (flock
+    belongs to the open file, which a fork shares), so a child outliving a killed pod (an evaluator, a rollout
+    worker) kept its directory locked; closing its copy leaves the parent's lock as it was."""
+    for lock in list(_HELD):
+        fd, lock._fd = lock._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_inherited_locks)
 
 
 class DirLock:
@@ -87,9 +108,11 @@ class DirLock:
             os.close(fd)
             return
         self._fd = fd
+        _HELD.add(self)
 
     def release(self) -> None:
         """Drop the lock (a no-op when it is not held)."""
+        _HELD.discard(self)
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)  # closing the descriptor drops the lock

@@ -379,3 +379,34 @@ def test_a_refused_new_run_leaves_no_empty_directory_behind(tmp_path):
     with pytest.raises(Exception, match=r"last\.pt"):
         Pod.resume(tmp_path / "typo")
     assert not (tmp_path / "typo").exists()
+
+
+def _set_then_sleep(event) -> None:
+    event.set()
+    time.sleep(30)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_forked_child_does_not_keep_its_pods_directory_locked(tmp_path):
+    """A pod's forked children (evaluator, learners, rollout workers) inherited its lock: killed, the pod left
+    its directory locked for as long as a child lived on, and the resume was refused."""
+    import multiprocessing
+
+    from podium.rundir import DirLock
+
+    lock = DirLock(tmp_path)
+    lock.acquire()
+    context = multiprocessing.get_context("fork")
+    running = context.Event()
+    child = context.Process(target=_set_then_sleep, args=(running,))
+    child.start()
+    try:
+        assert running.wait(30)
+        lock.release()  # as a killed pod's lock goes
+        again = DirLock(tmp_path)
+        again.acquire()  # the child lives on, and holds nothing
+        assert again.held
+        again.release()
+    finally:
+        child.kill()
+        child.join()
