@@ -355,3 +355,39 @@ def test_a_refused_env_is_closed_before_the_error_reaches_the_user(tmp_path):
         pytest.fail("an image env was accepted")
     finally:
         gym.registry.pop("PodiumTestImage-v0", None)
+
+
+class _Drawn(gym.Env):
+    """An env that renders a frame (its step count) in rgb_array mode."""
+
+    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012 (gymnasium's own convention)
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, render_mode=None):
+        self.render_mode, self.t = render_mode, 0
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+    def render(self):
+        return np.full((4, 4, 3), self.t, np.uint8)
+
+
+def test_the_adapter_renders_the_copies_frames():
+    """It had no render: render_mode read None and render() raised NotImplementedError."""
+    env = GymVecEnv(lambda: _Drawn(render_mode="rgb_array"), num_envs=2, vectorization="sync")
+    try:
+        assert env.render_mode == "rgb_array" and env.metadata["render_modes"] == ["rgb_array"]
+        env.reset(seed=0)
+        env.step(torch.zeros(2, dtype=torch.int64))
+        frames = env.render()
+        assert len(frames) == 2 and all(f.shape == (4, 4, 3) and f[0, 0, 0] == 1 for f in frames)
+    finally:
+        env.close()

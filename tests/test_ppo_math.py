@@ -587,3 +587,13 @@ def test_ppo_saves_its_modules_under_stable_names():
     agent = _box_agent()
     assert list(agent.modules()) == ["actor", "log_std", "critic", "obs_rms", "reward_scaler"]
     assert list(_sde_agent().modules()) == ["actor", "log_std", "critic", "obs_rms", "reward_scaler", "sde_log_std"]
+
+
+def test_the_h_term_floor_works_on_rollouts_beyond_torch_quantiles_limit():
+    """torch.quantile refuses more than 2**24 values: a 65,536 x 256 rollout with the H-term crashed."""
+    from podium.algos.ppo import _quantile
+
+    x = torch.arange(2**24 + 3, dtype=torch.float32)
+    assert float(_quantile(x, 0.25)) == pytest.approx(0.25 * (x.numel() - 1), abs=1.0)
+    small = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(_quantile(small, 0.25), torch.quantile(small, 0.25))  # small rollouts: unchanged

@@ -538,3 +538,15 @@ def test_observations_are_the_callers_and_actions_bring_no_autograd_graph():
         obs, reward, *_ = env.step(actions)
         assert not obs.requires_grad and not reward.requires_grad and not env.episode_return.requires_grad, env_id
         assert all(not t.requires_grad for t in env.state), env_id
+
+
+def test_a_list_of_seeds_is_one_per_sub_env_as_in_gymnasium():
+    """A list used to be read for its first entry alone: [0, 5, 9] gave [0, 1, 2]'s batch, and a list of
+    the wrong length was taken."""
+    env = envs.make("CartPole-v1", num_envs=3)
+    consecutive, as_int = env.reset(seed=[4, 5, 6])[0], env.reset(seed=4)[0]
+    assert torch.equal(consecutive, as_int)  # gymnasium makes [s, s+1, ...] of an int seed s
+    other, again = env.reset(seed=[4, 9, 2])[0], env.reset(seed=[4, 9, 2])[0]
+    assert not torch.equal(other, as_int) and torch.equal(other, again)
+    with pytest.raises(ValueError, match="a list of 2 for 3 sub-envs"):
+        env.reset(seed=[4, 5])

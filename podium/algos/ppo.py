@@ -10,9 +10,12 @@ Optional **H-term** (``h_term_lambda > 0``), after ElegantRL's Hamiltonian term:
 surrogate, the loss rewards the policy for keeping the actions of the rollout's *good* transitions — those
 whose discounted return-to-go (GAE's ``returns``) is above the ``h_term_drop`` quantile of the rollout —
 weighted by that return min-max-normalised to ``[0, 1]`` over the good ones:
-``loss += -h_term_lambda * mean_good(w * clamp(log pi(a|s), min=-20))``. ElegantRL computed this
-reward-weighted likelihood over stored whole episodes (windows of k steps, in a separate buffer); podium
-computes it over each rollout's own transitions, so it costs no memory and no extra pass.
+``loss += -h_term_lambda * mean(w * clamp(log pi(a|s), min=-20))`` over each minibatch, where the
+transitions below the floor weigh 0 (so about ``1 - h_term_drop`` of a minibatch pulls; the replay-based
+agents average over a batch of good transitions only, so one ``h_term_lambda`` is a little stronger there).
+ElegantRL computed this reward-weighted likelihood over stored whole episodes (windows of k steps, in a
+separate buffer); podium computes it over each rollout's own transitions, so it costs no memory and no extra
+pass.
 
 Optional **gSDE** (``use_sde``, continuous actions; Raffin, Kober & Stulp 2022): instead of white Gaussian
 noise with a learned state-independent std, the exploration noise is ``latent(s) @ E``, where
@@ -311,7 +314,7 @@ class PPO(Agent):
         data = buffer.flat()
         if c.h_term_lambda > 0:  # the H-term's weight per transition: 0 below the drop quantile
             ret = data["returns"]
-            floor = torch.quantile(ret, c.h_term_drop) if c.h_term_drop > 0 else ret.min()
+            floor = _quantile(ret, c.h_term_drop) if c.h_term_drop > 0 else ret.min()
             top = ret.max()
             data["h_weight"] = torch.where(ret >= floor, (ret - floor) / (top - floor).clamp_min(1e-8), 0.0)
         n, size = data["obs"].shape[0], self.gradient_batch
@@ -384,3 +387,11 @@ class PPO(Agent):
 
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"optimizer": self.optimizer}
+
+
+def _quantile(x: torch.Tensor, q: float) -> torch.Tensor:
+    """``torch.quantile(x, q)`` for a flat tensor of any size (``torch.quantile`` refuses more than 2**24
+    elements, a rollout of 65,536 sub-envs x 256 steps; beyond that: the nearest order statistic below)."""
+    if x.numel() <= 2**24:
+        return torch.quantile(x, q)
+    return x.kthvalue(max(1, math.floor(q * (x.numel() - 1)) + 1)).values

@@ -138,7 +138,9 @@ PRESETS: dict[tuple[str, str], Preset] = {
     # fixed entropy coefficient of 0.1, a near-undiscounted return, one env and 32 gradient steps per 32
     # env steps (the same with 8 envs and a quarter of the gradient steps stayed at "do nothing"). By the
     # confirmed protocol (benchmarks/presets.py, 5 seeds) it reaches the flag on every seed but only just
-    # (3 of 5 re-scored >= 90, slowly: 107-158 s); TD3's preset is the one to use on this task
+    # (3 of 5 re-scored >= 90, slowly: 107-158 s); TD3's preset is the one to use on this task. These are
+    # rl-zoo's numbers, not quite its setup: SB3's SAC also trains the features through gSDE's noise and
+    # clips the action mean to [-2, 2]; podium's gSDE (as SB3's PPO) keeps the features out of the noise
     ("sac", "MountainCarContinuous-v0"): Preset(
         num_envs=1,
         hparams={

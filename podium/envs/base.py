@@ -189,10 +189,29 @@ class VecEnv(gym.vector.VectorEnv):
         """Nothing to release by default: the state is plain tensors."""
 
     def _seed(self, seed: int | list[int] | None) -> int | None:
-        """Seed ``self.generator`` and the action space for ``reset``; return the seed used (or None). A list
-        seeds them with its first entry: a tensor env's copies share one generator, so a batch has one seed."""
+        """Seed ``self.generator`` and the action space for ``reset``; return the seed used (or None).
+
+        A tensor env's copies share one generator, so a batch has one seed. A list (gymnasium's vector
+        envs take one seed per copy) must have one entry per copy: ``[s, s+1, ...]`` is the same as ``s``
+        (what gymnasium makes of an int), any other list gives its own reproducible batch.
+
+        Raises:
+            ValueError: a list whose length is not ``num_envs``.
+        """
         if isinstance(seed, list | tuple):
-            seed = None if len(seed) == 0 or seed[0] is None else int(seed[0])
+            if len(seed) != self.num_envs:
+                raise ValueError(
+                    f"{type(self).__name__}.reset: seed is a list of {len(seed)} for {self.num_envs} sub-envs; "
+                    "give one seed per sub-env, or one int for the whole batch"
+                )
+            if all(x is None for x in seed):
+                seed = None
+            elif any(x is None for x in seed):
+                raise ValueError(f"{type(self).__name__}.reset: seed mixes None and ints ({list(seed)[:8]}...)")
+            elif [int(x) for x in seed] == list(range(int(seed[0]), int(seed[0]) + len(seed))):
+                seed = int(seed[0])
+            else:
+                seed = int(np.random.SeedSequence([int(x) for x in seed]).generate_state(1, np.uint64)[0] % 2**63)
         if seed is None and not self._seeded and self.default_seed is not None:
             seed = self.default_seed
         if seed is not None:
@@ -315,14 +334,15 @@ class TensorVecEnv(VecEnv):
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        """Reset every sub-env. An int ``seed`` makes the whole batch reproducible; ``options`` shape the
+        """Reset every sub-env. An int ``seed`` makes the whole batch reproducible (a list: one seed per
+        sub-env, as gymnasium's vector envs take them; ``[s, s+1, ...]`` is ``s``); ``options`` shape the
         initial states as the gymnasium env's do (:attr:`reset_options`: e.g. CartPole's ``low``/``high``).
 
         Returns:
             ``(obs [N, *obs_shape] float32, info)``.
 
         Raises:
-            ValueError: an option this env does not have, or a bad value.
+            ValueError: an option this env does not have, or a bad value; a seed list of another length.
         """
         if not options:
             self._seed(seed)

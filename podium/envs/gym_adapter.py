@@ -160,6 +160,7 @@ class GymVecEnv(VecEnv):
             _check_spaces(self.env_id, probe.observation_space, probe.action_space)
             obs_space, act_space = probe.observation_space, probe.action_space
             spec = probe.spec
+            render_modes = list(probe.metadata.get("render_modes", []))
             if vectorization == "auto":
                 vectorization = self._choose(probe, num_envs)
         finally:
@@ -185,6 +186,8 @@ class GymVecEnv(VecEnv):
             self.vector_env = AsyncVectorEnv(factories, autoreset_mode=mode, worker=_worker_ignoring_stop_signals)
         else:
             self.vector_env = SyncVectorEnv(factories, autoreset_mode=mode)
+        self.render_mode = self.vector_env.render_mode  # the wrapped env's frames (``render_mode=`` its kwarg)
+        self.metadata = {**self.metadata, "render_modes": render_modes}
         self._act_dtype = act_space.dtype if isinstance(act_space, gym.spaces.Box) else np.int64
         self._last_obs: np.ndarray | None = None  # gymnasium's last batch of observations
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
@@ -205,6 +208,11 @@ class GymVecEnv(VecEnv):
             if i >= 5:  # after a warm-up; one step at a time, so that the median ignores the steps during
                 times.append(time.perf_counter() - t0)  # which other processes had the core
         return choose_vectorization(float(np.median(times)), num_envs, cores)
+
+    def render(self) -> tuple[Any, ...] | None:
+        """The copies' frames, as gymnasium's vector env renders them (``render_mode`` given as an env kwarg,
+        e.g. ``make(id, native=False, render_mode="rgb_array")``)."""
+        return self.vector_env.render()
 
     # ----------------------------------------------------------------- conversions
     @property
