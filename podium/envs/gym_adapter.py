@@ -133,9 +133,9 @@ class GymVecEnv(VecEnv):
         **env_kwargs: Any,
     ) -> None:
         if isinstance(env, str):
-            if env not in gym.registry:
-                from podium.envs.registry import _unknown_env
+            from podium.envs.registry import _unknown_env, import_env_module
 
+            if import_env_module(env) not in gym.registry:  # "module:EnvId": gymnasium.make imports it too
                 raise _unknown_env(env)
             self.env_id = env
             make_kwargs = dict(env_kwargs)

@@ -7,8 +7,12 @@ by :class:`~podium.envs.gym_adapter.GymVecEnv`, so ``make("LunarLander-v3", num_
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import inspect
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,7 +20,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # importing this module costs neither torch nor gymnasium (``podium`` answers fast)
     from podium.envs.base import VecEnv
 
-__all__ = ["EnvSpec", "check_env_id", "describe_space", "list_envs", "make", "register", "registry"]
+__all__ = [
+    "EnvSpec",
+    "builtin_env",
+    "check_env_id",
+    "describe_space",
+    "import_env_module",
+    "list_envs",
+    "make",
+    "register",
+    "registry",
+]
 
 
 @dataclass(frozen=True)
@@ -99,9 +113,55 @@ def list_envs() -> list[EnvSpec]:
     return [registry[k] for k in sorted(registry)]
 
 
+def import_env_module(id: str) -> str:
+    """``"package.module:EnvId"`` (gymnasium's convention): import ``package.module``, which registers
+    ``EnvId`` with podium or gymnasium, and return ``"EnvId"``; an id without a module is returned as it is.
+    Giving the module in the id is how a pod in another process (a tournament's) finds an env of your own.
+
+    Raises:
+        KeyError: the module cannot be imported (the message says what failed).
+    """
+    module, sep, name = id.rpartition(":")
+    if not sep:
+        return id
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise KeyError(
+            f"environment {id!r}: cannot import {module!r}, the module that should register {name!r} ({exc}); "
+            "check the module's name and that it is importable here (installed, or on PYTHONPATH)"
+        ) from None
+    return name
+
+
+def builtin_env(id: str) -> bool:
+    """Whether ``id`` is known in any fresh Python process: one of podium's own envs, an env gymnasium
+    registers as it is imported, or a ``module:EnvId`` id (its module registers it). An env registered by a
+    running program alone is not: a pod in another process cannot make it."""
+    if ":" in id:
+        return True
+    if id in registry:
+        entry = registry[id].entry_point
+        return isinstance(entry, str) and entry.startswith("podium.")
+    return id in _fresh_gymnasium_ids()
+
+
+@functools.cache
+def _fresh_gymnasium_ids() -> frozenset[str]:
+    """The ids gymnasium knows in a new Python process (asked once, about half a second)."""
+    code = "import json, gymnasium; print(json.dumps(sorted(gymnasium.registry)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:  # cannot tell: take this process's word for it
+        import gymnasium as gym
+
+        return frozenset(gym.registry)
+    return frozenset(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def check_env_id(id: str) -> None:
     """Raise :func:`make`'s ``KeyError`` for an id that neither podium nor gymnasium knows, without importing
     torch or building anything (``podium train --env TYPO`` answers at once)."""
+    id = import_env_module(id)
     if id in registry:
         return
     import gymnasium as gym
@@ -119,7 +179,8 @@ def _unknown_env(id: str) -> KeyError:
     return KeyError(
         f"unknown environment {id!r}: it is neither registered with podium nor with gymnasium.{hint} "
         "Run `podium envs` for podium's tensor-native envs; pass a gymnasium id (after importing the "
-        "package that registers it) or register your own with podium.envs.register()."
+        "package that registers it, or as 'package.module:EnvId', which imports it) or register your own "
+        "with podium.envs.register()."
     )
 
 
@@ -134,7 +195,8 @@ def make(
     """Create ``num_envs`` copies of environment ``id`` as one batched :class:`VecEnv`.
 
     Args:
-        id: a podium id (see ``podium envs``) or any gymnasium id.
+        id: a podium id (see ``podium envs``) or any gymnasium id; ``"package.module:EnvId"`` imports the
+            module (which registers ``EnvId``) first.
         num_envs: number of sub-environments.
         device: torch device of observations, rewards and (for tensor-native envs) the simulation.
         seed: seeds the first ``reset()`` that is called without a seed.
@@ -151,6 +213,7 @@ def make(
     """
     import gymnasium as gym
 
+    id = import_env_module(id)
     if native and id in registry:
         spec = registry[id]
         cls = spec.load()

@@ -114,6 +114,26 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _check_env_reaches_pods(config: TournamentConfig, backend: Backend) -> None:
+    """Refuse an env that this program registered when the pods run in new processes (where it is unknown:
+    every pod would fail), naming the two ways out.
+
+    Raises:
+        ConfigError: the env is unknown to a new process (the backend is shut down first).
+    """
+    from podium.envs.registry import builtin_env
+
+    if not backend.new_processes or builtin_env(config.env):
+        return
+    backend.shutdown()
+    raise ConfigError(
+        f"env: {config.env!r} is registered in this Python process only, and the {backend.name} backend runs "
+        "each pod in a new process, where it is unknown (every pod would fail). Register it in a module and "
+        f"give the env as 'your_module:{config.env}' (each pod imports your_module first), or run the "
+        "tournament with backend: inline"
+    )
+
+
 def preflight(config: TournamentConfig) -> None:
     """Check everything that can be checked before a pod starts: the env exists, every algorithm builds
     on it with its hyperparameters, mutable names exist, the target is reachable.
@@ -289,6 +309,7 @@ class Orchestrator:
         except RunDirError as exc:
             raise ConfigError(str(exc)) from None
         runner = backend if isinstance(backend, Backend) else backend_for(config)  # before anything is created
+        _check_env_reaches_pods(config, runner)
         device = str(config.pod.get("device", "cpu"))
         if device.startswith("cuda") and runner.resources().gpus <= 0:
             runner.shutdown()
@@ -343,6 +364,7 @@ class Orchestrator:
         board = Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
         board.info()
         runner = backend if isinstance(backend, Backend) else backend_for(config)
+        _check_env_reaches_pods(config, runner)
         if config.target != meta["config"].get("target"):  # a new target is reached (or not) anew
             board.update_info(time_to_target=None, target_tries=0)
         if changes:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
 
+from podium.config import ConfigError
 from podium.envs import register, registry
 from podium.envs.classic.cartpole import CartPoleVecEnv
 from podium.tournament import leaderboard, resume_tournament, tournament
@@ -237,3 +239,25 @@ def test_a_run_dir_cannot_hold_two_tournaments_and_resume_needs_one(tmp_path):
         resume_tournament(tmp_path / "nothing")
     with pytest.raises(ConfigError, match="URLs are not supported yet; give a path that every machine"):
         tournament(run_dir="s3://bucket/run", progress=False, steps=2048, **_config())
+
+
+def test_an_env_registered_in_this_process_only_is_refused_for_pods_in_new_processes(tmp_path, monkeypatch):
+    """Every pod of the process backend failed on it (unknown in a new process), one after the other."""
+    register("OnlyHere-v0", _CrashingCartPole, description="test only")
+    try:
+        with pytest.raises(ConfigError, match=r"'OnlyHere-v0' is registered in this Python process only.*"
+                           r"'your_module:OnlyHere-v0'.*backend: inline"):  # fmt: skip
+            tournament(run_dir=tmp_path / "run", steps=2048, **_config(env="OnlyHere-v0", backend="process"))
+    finally:
+        registry.pop("OnlyHere-v0")
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "mine.py").write_text(  # the way out: a module that registers it, named in the env id
+        "from podium.envs import register\n"
+        "register('Mine-v0', 'podium.envs.classic.cartpole:CartPoleVecEnv', override=True)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    report = tournament(
+        run_dir=tmp_path / "ok", progress=False, steps=2048, **_config(env="mine:Mine-v0", backend="process")
+    )
+    assert report.pods_failed == 0 and report.pods_started >= 1

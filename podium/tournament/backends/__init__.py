@@ -95,6 +95,9 @@ class Backend(ABC):
     name: str = "backend"
     tick: float = 0.25
     """Seconds :meth:`poll` waits by default: the orchestrator's loop turns at this pace."""
+    new_processes: bool = True
+    """Whether pods run in new Python processes, which know only the envs any process knows (not those a
+    running program registered)."""
 
     @classmethod
     def from_config(cls, config: TournamentConfig) -> Backend:

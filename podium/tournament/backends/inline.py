@@ -24,6 +24,7 @@ class InlineBackend(Backend):
     """Runs submitted pods in this process, one per :meth:`poll` call, in the order submitted."""
 
     name = "inline"
+    new_processes = False
     tick = 0.0  # a poll runs a whole pod: the loop never needs to wait
 
     def __init__(self, resources: Resources | Callable[[], Resources] | None = None) -> None:
