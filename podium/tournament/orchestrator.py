@@ -114,6 +114,19 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _judge_entries(rules: Rules, entries: list[Any]) -> tuple[int, bool]:
+    """A new target, judged on the leaderboard as it stands, as :meth:`Orchestrator._collect` judges each
+    result: the tries at or above it, in the order the entries came in, and whether one reached it."""
+    tries = 0
+    for entry in sorted(entries, key=lambda e: e.created):
+        if rules.target is None or entry.score_mean < rules.target or not entry.score_episodes:
+            continue
+        tries += 1
+        if reaches(rules, entry.score_mean, entry.score_std, entry.score_episodes, tries):
+            return tries, True
+    return tries, False
+
+
 def _check_env_reaches_pods(config: TournamentConfig, backend: Backend) -> None:
     """Refuse an env that this program registered when the pods run in new processes (where it is unknown:
     every pod would fail), naming the two ways out.
@@ -365,8 +378,9 @@ class Orchestrator:
         board.info()
         runner = backend if isinstance(backend, Backend) else backend_for(config)
         _check_env_reaches_pods(config, runner)
-        if config.target != meta["config"].get("target"):  # a new target is reached (or not) anew
-            board.update_info(time_to_target=None, target_tries=0)
+        if config.target != meta["config"].get("target"):  # a new target is judged anew, on the results so far
+            tries, reached = _judge_entries(Rules.of(config), board.entries())
+            board.update_info(time_to_target=float(board.info()["elapsed"]) if reached else None, target_tries=tries)
         if changes:
             board.update_info(config=config.model_dump(mode="json"))
             meta["config"] = config.model_dump(mode="json")
@@ -393,6 +407,7 @@ class Orchestrator:
         self._failures_in_row = 0
         self._last_error = ""
         self._last_beat = 0.0
+        self._submitted = 0  # pods submitted by this run (none: its budget was spent before it started)
         self.view.start(self.run_dir)
         stop = StopReason.INTERRUPTED
         try:
@@ -550,6 +565,7 @@ class Orchestrator:
             bar = selection_bar(self.board.entries(), self.config.leaderboard_size, self.config.target)
         spec = spec.model_copy(update={"select_bar": bar})
         handle = self.backend.submit(PodJob(pod.id, spec, run_dir, resume=resume))
+        self._submitted += 1
         self.board.update_pod(
             pod.id,
             status=PodStatus.RUNNING,
@@ -652,6 +668,16 @@ class Orchestrator:
             StopReason.FAILURES: f"{self.config.max_failures} pods failed in a row; the last: {self._last_error}",
             StopReason.INTERRUPTED: f"interrupted; continue with: podium tournament resume {self.run_dir}",
         }
+        message = messages[stop]
+        if stop in (StopReason.SECONDS, StopReason.STEPS) and not getattr(self, "_submitted", 1):
+            field = "seconds" if stop == StopReason.SECONDS else "steps"
+            budget = self.config.seconds if stop == StopReason.SECONDS else self.config.steps
+            message += (
+                f" (it was spent before this run started: {field}: {budget:g} is a total over the whole "
+                f"tournament, not an amount to add; resume with a larger {field} to train on)"
+            )
+        elif stop == StopReason.TARGET and not getattr(self, "_submitted", 1):
+            message += " (the leaderboard already held a score that reaches it)"
         report = TournamentReport(
             run_dir=str(self.run_dir),
             name=self.board.name,
@@ -665,7 +691,7 @@ class Orchestrator:
             pods_started=sum(p.status != PodStatus.QUEUED for p in pods),
             pods_failed=sum(p.status == PodStatus.FAILED for p in pods),
             total_steps=sum(_pod_steps(p) for p in pods),
-            message=messages[stop],
+            message=message,
         )
         layout = TournamentDir(self.run_dir)
         layout.report.write_text(json.dumps(report.to_dict(), indent=1, default=str))

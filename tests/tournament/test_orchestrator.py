@@ -261,3 +261,17 @@ def test_an_env_registered_in_this_process_only_is_refused_for_pods_in_new_proce
         run_dir=tmp_path / "ok", progress=False, steps=2048, **_config(env="mine:Mine-v0", backend="process")
     )
     assert report.pods_failed == 0 and report.pods_started >= 1
+
+
+def test_a_resume_judges_a_new_target_on_the_results_already_in_and_says_when_its_budget_was_spent(tmp_path):
+    """A lower target on resume ignored the leaderboard: the tournament trained on past a target its entries
+    already reached. A budget spent before the resume stopped it with no word on why nothing ran."""
+    first = tournament(run_dir=tmp_path / "run", progress=False, steps=2 * 2048, **_config())
+    best = first.entries[0]
+    spent = resume_tournament(tmp_path / "run", progress=False)  # same budget: nothing left
+    assert spent.stop_reason == "steps" and "spent before this run started" in spent.message
+    assert spent.total_steps == first.total_steps
+    low = best.score_mean - 1000.0  # far below the best entry: it reaches it by any margin
+    again = resume_tournament(tmp_path / "run", progress=False, steps=20 * 2048, target=low)
+    assert again.stop_reason == "target" and again.reached_target and "already held" in again.message
+    assert again.total_steps == first.total_steps  # no pod trained for a target already reached
