@@ -275,3 +275,25 @@ def _children(pid: int) -> list[str]:
         return open(f"/proc/{pid}/task/{pid}/children").read().split()
     except OSError:
         return []
+
+
+def test_children_stuck_together_are_given_one_timeout_not_one_each():
+    """With learners: K, a learner 0 that failed waited 5 s for each extra learner stuck in a fusion."""
+    from podium.pod._child import reap
+
+    waits = []
+
+    class Stuck:
+        def join(self, timeout=None):
+            if timeout is not None:
+                waits.append(timeout)
+                time.sleep(timeout)
+
+        def is_alive(self):
+            return True
+
+        def kill(self):
+            pass
+
+    reap([Stuck(), Stuck(), Stuck()], [], timeout=0.2)
+    assert waits[0] == pytest.approx(0.2, abs=0.01) and waits[1:] == [0.0, 0.0]

@@ -7,6 +7,7 @@ import contextlib
 import multiprocessing.connection
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -67,10 +68,11 @@ def ignore_stop_signals() -> None:
 
 
 def reap(processes: list[Any], conns: list[Any], timeout: float = 5.0) -> None:
-    """In the pod: wait up to ``timeout`` seconds for each child to end, kill the ones that do not, and
-    close the pipes to them."""
-    for proc in processes:
-        proc.join(timeout=timeout)
+    """In the pod: wait up to ``timeout`` seconds (for all of them together) for the children to end, kill
+    the ones that do not, and close the pipes to them."""
+    deadline = time.monotonic() + timeout
+    for proc in processes:  # children stuck together (in a fusion whose learner 0 failed) cost one timeout
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
         if proc.is_alive():
             proc.kill()
             proc.join()
