@@ -139,10 +139,15 @@ class Policy:
             ValueError: an observation of another shape, or an integer outside a Discrete space."""
         is_numpy = not isinstance(obs, torch.Tensor)
         dim, env = self.agent.obs_dim, self.spec.env
-        raw = obs.detach().cpu().numpy() if isinstance(obs, torch.Tensor) else np.asarray(obs)
-        encoded = raw.dtype.kind == "f" and raw.ndim in (1, 2) and raw.shape[-1] == dim  # one-hot already
-        if self._encode is not None and not encoded:  # Discrete observations: integers, as the env gives them
-            if raw.ndim > 1 or raw.dtype.kind not in "iub":
+        if is_numpy:
+            obs = np.asarray(obs)
+            # Discrete observations come as integers (numpy floats too, as before); a float [B, n] is one-hot
+            integers = obs.dtype.kind in "iub" or not (obs.ndim == 2 and obs.shape[-1] == dim)
+        else:  # torch: integer tensors are the env's integers, float tensors its one-hot vectors
+            integers = not (obs.is_floating_point() or obs.is_complex())
+        if self._encode is not None and integers:  # Discrete observations: integers, as the env gives them
+            raw = obs if is_numpy else obs.detach().cpu().numpy()
+            if raw.ndim > 1 or raw.dtype.kind not in "iubf" or (raw.dtype.kind == "f" and (raw != raw.round()).any()):
                 raise ValueError(
                     f"Policy.act: {env}'s observations are integers (a Discrete space): give one int or a [B] "
                     f"batch of them (or their one-hot vectors [B, {dim}]), got {raw.dtype} of shape "

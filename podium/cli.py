@@ -198,7 +198,7 @@ def train_command(
         if report.confirmed_mean is not None:
             when = f"confirmed {report.confirmed_mean:.2f} on {report.confirmed_episodes} fresh episodes {when}"
         table.add_row("reached target", when)
-    elif report.target is not None:
+    elif not report.reached_target and report.target is not None:
         why = "was not confirmed on fresh episodes" if report.score_mean >= report.target else "fell short"
         table.add_row("reached target", f"[bold red]no[/]: {report.target:g} not reached (the best evaluation {why})")
     table.add_row("stopped by", report.stop_reason)

@@ -71,7 +71,8 @@ class DirLock:
 
     The lock is ``flock`` on the directory itself: no file is written, and the operating system drops it when
     the holder exits, however it ends (a killed run leaves no stale lock behind). Where the file system has no
-    such locks (some network file systems) or the platform none (Windows), the directory is not locked.
+    such locks or refuses them on a directory (NFS on Linux, which emulates ``flock`` with record locks that
+    need a file open for writing), or the platform has none (Windows), the directory is not locked.
     """
 
     def __init__(self, root: str | Path) -> None:
@@ -246,8 +247,9 @@ class PodDir:
             return False
         if not overwrite and not self.last.is_file():
             raise RunDirError(
-                f"{self.root} holds a run that stopped before it saved a checkpoint, so there is nothing to "
-                "resume. Choose another --run-dir, or pass --overwrite (Python: overwrite=True) to delete it first"
+                f"{self.root} holds a run without a checkpoint (it stopped before its first one), so there is "
+                "nothing to resume. Choose another --run-dir, or pass --overwrite (Python: overwrite=True) to "
+                "delete it first"
             )
         if not overwrite:
             raise RunDirError(

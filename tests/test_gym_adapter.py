@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -391,3 +392,68 @@ def test_the_adapter_renders_the_copies_frames():
         assert len(frames) == 2 and all(f.shape == (4, 4, 3) and f[0, 0, 0] == 1 for f in frames)
     finally:
         env.close()
+
+
+def test_a_seed_list_may_leave_copies_unseeded_as_in_gymnasium():
+    env = GymVecEnv("CartPole-v1", num_envs=2, vectorization="sync")
+    try:
+        first, _ = env.reset(seed=[None, 3])  # gymnasium takes it; podium's tensor-env rule once refused it
+        again, _ = env.reset(seed=[None, 3])
+        assert torch.equal(first[1], again[1])  # the seeded copy repeats
+    finally:
+        env.close()
+
+
+def _stuck_step_env():
+    class Stuck(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, seed=None, options=None):
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            time.sleep(120)
+
+    return Stuck()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_an_env_subprocess_stuck_in_step_dies_with_its_killed_parent(tmp_path):
+    """In a process group of their own, the subprocesses escaped the kill of a stuck pod's group: one stuck
+    in ``step`` lived on, orphaned, until its step returned."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, time, torch\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from test_gym_adapter import _stuck_step_env\n"
+        "from podium.envs import GymVecEnv\n"
+        "env = GymVecEnv(_stuck_step_env, num_envs=2, vectorization='async')\n"
+        "env.reset(seed=0)\n"
+        "env.vector_env.step_async(torch.zeros(2, dtype=torch.int64).numpy())\n"
+        "print(*[p.pid for p in env.vector_env.processes], flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        children = [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(children) == 2
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(pid) for pid in children):
+        time.sleep(0.1)
+    alive = [pid for pid in children if _alive(pid)]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert alive == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has died
+    except FileNotFoundError:
+        return False

@@ -471,6 +471,7 @@ def test_a_policy_trained_on_discrete_observations_acts_on_the_envs_own_integers
     assert batch.tolist() == policy.act(one_hot).tolist()  # the same as the one-hot vectors training saw
     as_torch = policy.act(torch.tensor([0, 5, 15]))  # torch integers: encoded too (were fed raw to the network)
     assert as_torch.tolist() == batch.tolist()
+    assert policy.act(np.array([0.0, 5.0, 15.0])).tolist() == batch.tolist()  # numpy floats: integers, as before
     with pytest.raises(ValueError, match="Discrete space of 16 values, got \\[16\\]"):
         policy.act(16)
     with pytest.raises(ValueError, match="observations are integers"):
@@ -487,3 +488,12 @@ def test_a_policy_names_a_wrong_observation_shape_and_pickles(tmp_path):
     copy = pickle.loads(pickle.dumps(policy))  # for multiprocessing and Ray: was "Can't pickle local object"
     obs = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
     assert np.allclose(copy.act(obs), policy.act(obs))
+    assert policy.act(torch.as_tensor(obs).bfloat16()).shape == (5, 1)  # any float dtype, as the network's
+
+
+def test_the_default_run_directory_is_one_name_whatever_the_env_id():
+    from podium.pod.pod import default_run_dir
+
+    for env in ("my_module:MyEnv-v0", "ALE/Pong-v5"):
+        path = default_run_dir(PodSpec(env=env, steps=1))
+        assert path.parent == Path("runs") and ":" not in path.name and "/" not in path.name

@@ -595,5 +595,4 @@ def test_the_h_term_floor_works_on_rollouts_beyond_torch_quantiles_limit():
 
     x = torch.arange(2**24 + 3, dtype=torch.float32)
     assert float(_quantile(x, 0.25)) == pytest.approx(0.25 * (x.numel() - 1), abs=1.0)
-    small = torch.randn(1000, generator=torch.Generator().manual_seed(0))
-    assert torch.equal(_quantile(small, 0.25), torch.quantile(small, 0.25))  # small rollouts: unchanged
+    assert float(_quantile(torch.arange(1001.0), 0.25)) == 250.0  # small rollouts: torch.quantile's value

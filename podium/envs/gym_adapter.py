@@ -11,9 +11,11 @@ converted to one-hot vectors. Anything else is refused with a message that names
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -61,7 +63,24 @@ def _worker_ignoring_stop_signals(*args: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(os, "setpgrp"):
         os.setpgrp()
+        _die_with_parent()  # out of the parent's group, a kill of the group (a stuck pod's) no longer ends it
     _async_worker(*args)
+
+
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this process when the process (thread) that started it dies, however
+    it dies, so that an env stuck in ``step`` does not outlive a killed pod. Elsewhere, a subprocess ends
+    when its parent's end of the pipe closes."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:  # the parent died before the request was in place
+        os._exit(1)
 
 
 class MissingDependencyError(ValueError, ImportError):
@@ -240,7 +259,8 @@ class GymVecEnv(VecEnv):
         if isinstance(seed, list | tuple) and len(seed) > 1:
             if len(seed) != self.num_envs:
                 raise ValueError(f"{len(seed)} seeds for {self.num_envs} copies: give one per copy, or an int")
-            self._seed(seed)  # the action space takes the first; every copy takes its own below
+            first = next((int(s) for s in seed if s is not None), None)
+            self._seed(first)  # the action space takes the first seed given; every copy takes its own below
             per_copy: int | list[int] | None = [None if s is None else int(s) for s in seed]
         else:
             per_copy = self._seed(seed)

@@ -10,7 +10,6 @@ import difflib
 import functools
 import importlib
 import inspect
-import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,10 +21,10 @@ if TYPE_CHECKING:  # importing this module costs neither torch nor gymnasium (``
 
 __all__ = [
     "EnvSpec",
-    "builtin_env",
     "check_env_id",
     "describe_space",
     "import_env_module",
+    "known_to_new_processes",
     "list_envs",
     "make",
     "register",
@@ -122,7 +121,7 @@ def import_env_module(id: str) -> str:
         KeyError: the module cannot be imported (the message says what failed).
     """
     module, sep, name = id.rpartition(":")
-    if not sep:
+    if not sep or id in registry:  # (an id registered with its colon is that id)
         return id
     try:
         importlib.import_module(module)
@@ -134,28 +133,27 @@ def import_env_module(id: str) -> str:
     return name
 
 
-def builtin_env(id: str) -> bool:
-    """Whether ``id`` is known in any fresh Python process: one of podium's own envs, an env gymnasium
-    registers as it is imported, or a ``module:EnvId`` id (its module registers it). An env registered by a
-    running program alone is not: a pod in another process cannot make it."""
-    if ":" in id:
-        return True
-    if id in registry:
+def known_to_new_processes(id: str) -> bool:
+    """Whether a new Python process can make ``id``: one of podium's own envs, an env gymnasium registers as
+    it is imported, or a ``module:EnvId`` id whose module it can import. An env registered by a running
+    program alone is not: a pod in another process cannot make it."""
+    if id in registry and ":" not in id:
         entry = registry[id].entry_point
-        return isinstance(entry, str) and entry.startswith("podium.")
-    return id in _fresh_gymnasium_ids()
+        if isinstance(entry, str) and entry.startswith("podium."):
+            return True
+    return _fresh_process_knows(id)
 
 
 @functools.cache
-def _fresh_gymnasium_ids() -> frozenset[str]:
-    """The ids gymnasium knows in a new Python process (asked once, about half a second)."""
-    code = "import json, gymnasium; print(json.dumps(sorted(gymnasium.registry)))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:  # cannot tell: take this process's word for it
-        import gymnasium as gym
-
-        return frozenset(gym.registry)
-    return frozenset(json.loads(done.stdout.strip().splitlines()[-1]))
+def _fresh_process_knows(id: str) -> bool:
+    """Whether a new Python process (this one's interpreter, working directory and environment) can make
+    ``id``: asked once per id, about half a second. True when it cannot be asked."""
+    code = "import sys; from podium.envs.registry import check_env_id; check_env_id(sys.argv[1])"
+    try:
+        done = subprocess.run([sys.executable, "-c", code, id], capture_output=True, timeout=300, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return True  # cannot tell: the pods will say
+    return done.returncode == 0
 
 
 def check_env_id(id: str) -> None:
@@ -213,7 +211,7 @@ def make(
     """
     import gymnasium as gym
 
-    id = import_env_module(id)
+    given, id = id, import_env_module(id)
     if native and id in registry:
         spec = registry[id]
         cls = spec.load()
@@ -238,7 +236,7 @@ def make(
     elif id in gym.registry:
         from podium.envs.gym_adapter import GymVecEnv
 
-        env = GymVecEnv(id, num_envs=num_envs, device=device, **kwargs)
+        env = GymVecEnv(given, num_envs=num_envs, device=device, **kwargs)  # (its subprocesses import the module)
     else:
         raise _unknown_env(id)
     env.default_seed = seed

@@ -25,6 +25,7 @@ import functools
 import math
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import sys
@@ -302,7 +303,8 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
 
 def default_run_dir(spec: PodSpec) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    return Path("runs") / f"{spec.env}-{spec.algo}-seed{spec.seed}-{stamp}"
+    env = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.env)  # "my_module:MyEnv-v0" and "ALE/Pong-v5": one name
+    return Path("runs") / f"{env}-{spec.algo}-seed{spec.seed}-{stamp}"
 
 
 @contextlib.contextmanager
@@ -317,10 +319,13 @@ def _locked(pod: Pod, create: bool = True) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        pod._lock.release()
+        env = getattr(pod, "env", None)
+        if env is not None:  # a gymnasium env's subprocesses would outlive the error
+            env.close()
         if created:
             with contextlib.suppress(OSError):
-                pod.dir.root.rmdir()  # only when empty
+                pod.dir.root.rmdir()  # only when empty; before the lock goes, so that no other pod holds it
+        pod._lock.release()
         raise
 
 

@@ -27,6 +27,7 @@ import contextlib
 import csv
 import json
 import math
+import re
 import signal
 import threading
 import time
@@ -114,17 +115,21 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _judge_entries(rules: Rules, entries: list[Any]) -> tuple[int, bool]:
-    """A new target, judged on the leaderboard as it stands, as :meth:`Orchestrator._collect` judges each
-    result: the tries at or above it, in the order the entries came in, and whether one reached it."""
+def _judge_results(rules: Rules, history: list[dict[str, Any]], entries: list[Any]) -> tuple[int, float | None]:
+    """A new target, judged on the results so far as :meth:`Orchestrator._collect` judges each as it comes
+    in: every result at or above it is a try (in the order they came), and one reaches it by the margin its
+    try asks for. Returns the tries and the tournament's elapsed seconds when one reached it (None: none)."""
+    episodes = {e.pod_id: e.score_episodes for e in entries}  # a result's episodes: its leaderboard entry's
     tries = 0
-    for entry in sorted(entries, key=lambda e: e.created):
-        if rules.target is None or entry.score_mean < rules.target or not entry.score_episodes:
+    for row in history:
+        mean = row.get("score_mean")
+        if rules.target is None or mean is None or mean < rules.target:
             continue
         tries += 1
-        if reaches(rules, entry.score_mean, entry.score_std, entry.score_episodes, tries):
-            return tries, True
-    return tries, False
+        n = episodes.get(row["pod_id"])  # a result off the leaderboard is a try that reaches nothing
+        if n and reaches(rules, mean, row["score_std"], n, tries):
+            return tries, float(row["elapsed"])
+    return tries, None
 
 
 def _check_env_reaches_pods(config: TournamentConfig, backend: Backend) -> None:
@@ -134,9 +139,9 @@ def _check_env_reaches_pods(config: TournamentConfig, backend: Backend) -> None:
     Raises:
         ConfigError: the env is unknown to a new process (the backend is shut down first).
     """
-    from podium.envs.registry import builtin_env
+    from podium.envs.registry import known_to_new_processes
 
-    if not backend.new_processes or builtin_env(config.env):
+    if not backend.new_processes or known_to_new_processes(config.env):
         return
     backend.shutdown()
     raise ConfigError(
@@ -379,8 +384,8 @@ class Orchestrator:
         runner = backend if isinstance(backend, Backend) else backend_for(config)
         _check_env_reaches_pods(config, runner)
         if config.target != meta["config"].get("target"):  # a new target is judged anew, on the results so far
-            tries, reached = _judge_entries(Rules.of(config), board.entries())
-            board.update_info(time_to_target=float(board.info()["elapsed"]) if reached else None, target_tries=tries)
+            tries, reached_at = _judge_results(Rules.of(config), board.history(), board.entries())
+            board.update_info(time_to_target=reached_at, target_tries=tries)
         if changes:
             board.update_info(config=config.model_dump(mode="json"))
             meta["config"] = config.model_dump(mode="json")
@@ -733,7 +738,8 @@ def _default_run_dir(config: TournamentConfig) -> Path:
     """``runs/NAME`` for a named config (the YAML file's name), ``runs/NAME-2``, ... when it is taken;
     else ``runs/tournament-ENV-TIMESTAMP``. The run directory is printed when the tournament starts."""
     if config.name is None:
-        return Path("runs") / f"tournament-{config.env}-{time.strftime('%Y%m%d-%H%M%S')}"
+        env = re.sub(r"[^A-Za-z0-9._-]+", "-", config.env)  # "my_module:MyEnv-v0", "ALE/Pong-v5": one name
+        return Path("runs") / f"tournament-{env}-{time.strftime('%Y%m%d-%H%M%S')}"
     path, number = Path("runs") / config.name, 1
     while path.exists():
         number += 1
