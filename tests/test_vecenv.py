@@ -340,7 +340,7 @@ def test_seeds_given_as_a_list_the_make_seed_and_unseeded_resets():
         return env, obs
 
     _, seeded = start(seed=5)
-    assert torch.equal(start(seed=[5, 6])[1], seeded) and torch.equal(start(seed=(5,))[1], seeded)
+    assert torch.equal(start(seed=[5, 6, 7, 8])[1], seeded) and torch.equal(start(seed=(5,))[1], seeded)
     assert torch.equal(start(default=5)[1], seeded)  # the first reset without a seed uses the make seed
     env, _ = start(default=5, seed=7)
     assert not torch.equal(env.reset()[0], seeded)  # ... and only a first one

@@ -193,11 +193,13 @@ class VecEnv(gym.vector.VectorEnv):
 
         A tensor env's copies share one generator, so a batch has one seed. A list (gymnasium's vector
         envs take one seed per copy) must have one entry per copy: ``[s, s+1, ...]`` is the same as ``s``
-        (what gymnasium makes of an int), any other list gives its own reproducible batch.
+        (what gymnasium makes of an int), any other list gives its own reproducible batch. ``[s]`` is ``s``.
 
         Raises:
             ValueError: a list whose length is not ``num_envs``.
         """
+        if isinstance(seed, list | tuple) and len(seed) <= 1:  # [] and [None]: unseeded; [s]: s
+            seed = seed[0] if seed else None
         if isinstance(seed, list | tuple):
             if len(seed) != self.num_envs:
                 raise ValueError(
