@@ -506,7 +506,8 @@ def backtest(
         in_sample=_in_sample(members, start, end),
     )
     for line in report.in_sample:
-        warnings.warn(f"an in-sample backtest, not a test: {line}", UserWarning, stacklevel=2)
+        kind = "on data older than its training" if "comes before" in line else "an in-sample backtest"
+        warnings.warn(f"{kind}, not a test: {line}", UserWarning, stacklevel=2)
     if out_dir is not None:
         _write(report, Path(out_dir))
     return report

@@ -99,7 +99,8 @@ def load_ohlcv(
             raise FileNotFoundError(f"no such price file: {str(path)!r}{hint}")
     name = path.name.lower()
     if name.endswith((".csv", ".csv.gz")):
-        frame = pd.read_csv(path)
+        # tickers as written: "NA" is a ticker, not a missing value, and "0700" keeps its zero
+        frame = pd.read_csv(path, dtype={"tic": str, "date": str}, keep_default_na=False, na_values={"date": [""]})
     elif name.endswith(".parquet"):
         try:
             frame = pd.read_parquet(path)
@@ -110,6 +111,18 @@ def load_ohlcv(
     else:
         raise ValueError(f"unsupported file type {path.name!r}: use .csv, .csv.gz or .parquet")
     return validate_ohlcv(frame, start=start, end=end, tickers=tickers, source=str(path))
+
+
+def _parse_dates(dates: pd.Series) -> pd.Series:
+    """Dates as day timestamps: ISO strings, datetimes, and YYYYMMDD numbers (which pandas would read as
+    nanoseconds since 1970); a time zone is dropped, keeping the local date. Unparsable ones are NaT."""
+    if pd.api.types.is_numeric_dtype(dates) or dates.astype(str).str.fullmatch(r"\d{8}(\.0)?").all():
+        text = dates.astype(str).str.replace(r"\.0$", "", regex=True)
+        return pd.to_datetime(text, format="%Y%m%d", errors="coerce")
+    parsed = pd.to_datetime(dates, errors="coerce", utc=False)
+    if isinstance(parsed.dtype, pd.DatetimeTZDtype):
+        parsed = parsed.dt.tz_localize(None)  # 2009-01-02T00:00-05:00 is the exchange's 2009-01-02
+    return parsed
 
 
 def validate_ohlcv(
@@ -123,8 +136,9 @@ def validate_ohlcv(
     """Check a long-format OHLCV table and return a normalised, sorted copy.
 
     Checks, in order (each failure is a ``ValueError`` that names the offending ticker and date):
-    the required columns exist; every date parses; no (date, tic) pair appears twice; open, high,
-    low and close are finite and > 0; volume is finite and >= 0; requested tickers exist; the
+    the required columns exist; every row has a ticker; every date parses (ISO dates, datetimes,
+    YYYYMMDD numbers; a time zone is dropped, keeping the local date); no (date, tic) pair appears
+    twice; open, high, low and close are finite and > 0; volume is finite and >= 0; requested tickers exist; the
     requested period ``[start, end]`` lies within the data; every kept ticker has at least one row
     in that period.
 
@@ -144,8 +158,12 @@ def validate_ohlcv(
             f"(it has {list(df.columns)})"
         )
     out = df.reset_index(drop=True)  # a copy; positional masks below need a unique index
-    out["tic"] = out["tic"].astype(str)
-    parsed = pd.to_datetime(out["date"], errors="coerce")
+    no_tic = out["tic"].isna() | (out["tic"].astype(str).str.strip() == "")
+    if no_tic.any():
+        rows = ", ".join(repr(d) for d in out.loc[no_tic, "date"].head(_MAX_LISTED))
+        raise ValueError(f"{source}: {int(no_tic.sum())} row(s) without a ticker (tic), on: {rows}")
+    out["tic"] = out["tic"].astype(str).str.strip()  # "AAPL " is AAPL
+    parsed = _parse_dates(out["date"])
     bad_dates = parsed.isna()
     if bad_dates.any():
         rows = out.loc[bad_dates, ["tic", "date"]].head(_MAX_LISTED)

@@ -200,3 +200,32 @@ def test_parquet_without_engine_says_what_to_install(tmp_path: Path, monkeypatch
     path.write_bytes(b"PAR1")
     with pytest.raises(ImportError, match="pip install pyarrow"):
         load_ohlcv(path)
+
+
+def _table(tickers: list[str], dates: list[str]) -> pd.DataFrame:
+    rows = [dict(date=d, tic=t, open=1.0, high=1.0, low=1.0, close=1.0, volume=10.0) for d in dates for t in tickers]
+    return pd.DataFrame(rows)
+
+
+def test_a_users_file_keeps_its_tickers_and_dates_as_written(tmp_path: Path) -> None:
+    """pandas' defaults read the ticker NA as missing (it crashed later in align), dropped 0700's zero, kept
+    "AAPL " apart from AAPL, read 20090102 as nanoseconds since 1970, and kept time zones that broke every
+    period comparison."""
+    days = ["2009-01-02", "2009-01-05", "2009-01-06"]
+    path = tmp_path / "mine.csv"
+    _table(["NA", "0700", "AAPL "], days).to_csv(path, index=False)
+    assert sorted(load_ohlcv(path)["tic"].unique()) == ["0700", "AAPL", "NA"]
+    numbers = _table(["AAPL"], days)
+    numbers["date"] = numbers["date"].str.replace("-", "").astype(int)
+    numbers.to_csv(path, index=False)
+    want = list(pd.to_datetime(days))
+    assert list(load_ohlcv(path)["date"]) == want and list(load_ohlcv(numbers)["date"]) == want
+    zoned = _table(["AAPL"], days)
+    zoned["date"] = zoned["date"] + "T00:00:00-05:00"
+    zoned.to_csv(path, index=False)
+    assert list(load_ohlcv(path, start="2009-01-05")["date"]) == want[1:]
+    blank = _table(["AAPL", "MSFT"], days)
+    blank.loc[1, "tic"] = ""
+    blank.to_csv(path, index=False)
+    with pytest.raises(ValueError, match=r"1 row\(s\) without a ticker \(tic\), on: '2009-01-02'"):
+        load_ohlcv(path)
