@@ -2,6 +2,7 @@
 
 A **pod's** run directory::
 
+    .podium.lock                   held while a pod is made and runs (:class:`DirLock`)
     spec.yaml                      the spec it was started with
     checkpoints/last.pt            periodic and final checkpoint (networks, optimisers, normalisers, counters)
     checkpoints/best.pt            the best evaluated snapshot
@@ -69,11 +70,13 @@ if hasattr(os, "register_at_fork"):
 class DirLock:
     """An exclusive advisory lock on a run directory, so that two processes never train into one directory.
 
-    The lock is ``flock`` on the directory itself: no file is written, and the operating system drops it when
-    the holder exits, however it ends (a killed run leaves no stale lock behind). Where the file system has no
-    such locks or refuses them on a directory (NFS on Linux, which emulates ``flock`` with record locks that
-    need a file open for writing), or the platform has none (Windows), the directory is not locked.
+    The lock is ``flock`` on an empty file in the directory, ``.podium.lock``, opened for writing (as NFS
+    needs: Linux emulates ``flock`` there with record locks on the server). The operating system drops it
+    when the holder exits, however it ends, so the file left behind is no stale lock. Where the file system
+    has no locks, or the platform none (Windows), the directory is not locked.
     """
+
+    FILE = ".podium.lock"
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -93,9 +96,9 @@ class DirLock:
             return
         self.root.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(self.root, os.O_RDONLY)
+            fd = os.open(self.root / self.FILE, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
-            return  # not lockable here: go on unlocked, as before locks existed
+            return  # not lockable here (a read-only directory, say): go on unlocked, as before locks existed
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -111,10 +114,14 @@ class DirLock:
         self._fd = fd
         _HELD.add(self)
 
-    def release(self) -> None:
-        """Drop the lock (a no-op when it is not held)."""
+    def release(self, remove: bool = False) -> None:
+        """Drop the lock (a no-op when it is not held); ``remove``: delete its file first (the directory
+        is about to go)."""
         _HELD.discard(self)
         if self._fd is not None:
+            if remove:
+                with contextlib.suppress(OSError):
+                    (self.root / self.FILE).unlink()
             fd, self._fd = self._fd, None
             os.close(fd)  # closing the descriptor drops the lock
 

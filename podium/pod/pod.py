@@ -322,10 +322,10 @@ def _locked(pod: Pod, create: bool = True) -> Iterator[None]:
         env = getattr(pod, "env", None)
         if env is not None:  # a gymnasium env's subprocesses would outlive the error
             env.close()
+        pod._lock.release(remove=created)
         if created:
             with contextlib.suppress(OSError):
-                pod.dir.root.rmdir()  # only when empty; before the lock goes, so that no other pod holds it
-        pod._lock.release()
+                pod.dir.root.rmdir()  # only when empty
         raise
 
 

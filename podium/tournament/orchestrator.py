@@ -132,15 +132,22 @@ def _judge_results(rules: Rules, history: list[dict[str, Any]], entries: list[An
     return tries, None
 
 
-def _check_env_reaches_pods(config: TournamentConfig, backend: Backend) -> None:
-    """Refuse an env that this program registered when the pods run in new processes (where it is unknown:
-    every pod would fail), naming the two ways out.
+def _check_pods_can_run(config: TournamentConfig, backend: Backend) -> None:
+    """Refuse what a pod in a new process cannot use: an env that this program registered (unknown there:
+    every pod would fail), naming the two ways out; a numbered GPU (the backend pins one GPU per pod).
 
     Raises:
-        ConfigError: the env is unknown to a new process (the backend is shut down first).
+        ConfigError: naming the problem and the fix (the backend is shut down first).
     """
     from podium.envs.registry import known_to_new_processes
 
+    device = str(config.pod.get("device", "cpu"))
+    if backend.new_processes and device.startswith("cuda:"):
+        backend.shutdown()
+        raise ConfigError(
+            f"pod.device: {device!r}, but the {backend.name} backend gives each pod a GPU of its own (the pod "
+            "sees only that one, as cuda:0): use 'cuda'"
+        )
     if not backend.new_processes or known_to_new_processes(config.env):
         return
     backend.shutdown()
@@ -327,7 +334,7 @@ class Orchestrator:
         except RunDirError as exc:
             raise ConfigError(str(exc)) from None
         runner = backend if isinstance(backend, Backend) else backend_for(config)  # before anything is created
-        _check_env_reaches_pods(config, runner)
+        _check_pods_can_run(config, runner)
         device = str(config.pod.get("device", "cpu"))
         if device.startswith("cuda") and runner.resources().gpus <= 0:
             runner.shutdown()
@@ -382,7 +389,7 @@ class Orchestrator:
         board = Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
         board.info()
         runner = backend if isinstance(backend, Backend) else backend_for(config)
-        _check_env_reaches_pods(config, runner)
+        _check_pods_can_run(config, runner)
         if config.target != meta["config"].get("target"):  # a new target is judged anew, on the results so far
             tries, reached_at = _judge_results(Rules.of(config), board.history(), board.entries())
             board.update_info(time_to_target=reached_at, target_tries=tries)
@@ -501,8 +508,14 @@ class Orchestrator:
             self._submit(record, resume=False)
 
     def _preempt(self, pod: PodRecord) -> None:
-        """Stop a running pod now (it keeps its checkpoint) and record it as preempted, with its steps so far."""
+        """Stop a running pod now (it keeps its checkpoint) and record it as preempted, with its steps so far;
+        a pod that finished or failed just before the stop reached it is recorded as it ended."""
         self.backend.cancel(pod.id)
+        report = read_report(Path(pod.run_dir))
+        error = read_error(Path(pod.run_dir)) if report is None else None
+        if report is not None or error is not None:
+            self._collect(PodOutcome(pod.id, report, error))
+            return
         self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
 
     def _log_pool(self, resources: Resources, size: int, running: int) -> None:
@@ -654,8 +667,10 @@ class Orchestrator:
                 while self.board.pods(PodStatus.RUNNING) and time.monotonic() < deadline:
                     for outcome in self.backend.poll():
                         self._collect(outcome)
+                    self._beat()  # the owner still lives: a second orchestrator must not take over meanwhile
             for pod in self.board.pods(PodStatus.RUNNING):
                 self._preempt(pod)
+                self._beat()
         finally:
             self.backend.shutdown()
 
@@ -721,7 +736,11 @@ def _curve_steps(pod: PodRecord) -> int | None:
             rows = list(csv.DictReader(f))
     except (FileNotFoundError, csv.Error):
         return None
-    return int(float(rows[-1]["step"])) if rows else None
+    whole = [r for r in rows if r.get("eval_mean") not in (None, "")]  # a killed pod may have cut its last row
+    try:
+        return int(float(whole[-1]["step"])) if whole else None
+    except (KeyError, ValueError):
+        return None
 
 
 def _local_path(run_dir: str | Path) -> Path:

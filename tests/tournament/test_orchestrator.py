@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,34 @@ def test_a_resume_judges_a_new_target_on_the_results_already_in_and_says_when_it
     again = resume_tournament(tmp_path / "run", progress=False, steps=20 * 2048, target=low)
     assert again.stop_reason == "target" and again.reached_target and "already held" in again.message
     assert again.total_steps == first.total_steps  # no pod trained for a target already reached
+
+
+def test_a_pod_that_ended_as_the_stop_reached_it_is_recorded_as_it_ended(tmp_path):
+    """A pod that finished just before it was preempted was recorded as preempted: its result was never
+    offered to the leaderboard, and it was run again."""
+    from podium.rundir import PodDir
+    from podium.tournament.backends import read_report, write_report
+    from podium.tournament.orchestrator import _curve_steps
+    from podium.tournament.states import PodStatus
+
+    tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
+    orch = Orchestrator.resume(tmp_path / "run", backend=InlineBackend(), progress=False, steps=4096)
+    board = orch.board
+    (done,) = board.pods()
+    run_dir = tmp_path / "run" / "pods" / "p9999"
+    board.add_pod(
+        id="p9999", number=board.take_pod_number(), parent_id=None, lineage="p9999", algo="ppo", env="CartPole-v1",
+        hparams=done.hparams, seed=9, spec=done.spec, status=PodStatus.QUEUED, run_dir=str(run_dir),
+        init_checkpoint=None,
+    )  # fmt: skip
+    board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle="inline")
+    run_dir.mkdir(parents=True)
+    write_report(run_dir, read_report(Path(done.run_dir)))  # it finished as the stop came
+    orch._elapsed0, orch._t0, orch._time_to_target, orch._tries = 0.0, time.monotonic(), None, 0  # as run() sets
+    orch._failures_in_row = 0
+    orch._preempt(board.pod("p9999"))
+    assert board.pod("p9999").status == PodStatus.FINISHED
+    # a killed pod's curve may end in a cut row: its steps are the last whole row's
+    PodDir(run_dir).curve.write_text("step,wall_time,eval_mean,eval_std\n1000,1.0,5.0,1.0\n12")
+    assert _curve_steps(board.pod("p9999")) == 1000
+    board.close()

@@ -284,3 +284,36 @@ def test_a_finished_pods_process_runs_the_next_pod_and_a_failed_one_is_not_reuse
         backend.shutdown()
     pid = int(fourth.rpartition(":")[2])
     _wait(lambda: not _alive(pid), 10, "the idle process to exit at shutdown")
+
+
+def test_a_pod_stopped_from_outside_is_lost_not_failed(tmp_path):
+    """A `kill` (or a service manager) stopping a pod process made it a failure whose message told the user to
+    run `podium train --resume`; the pod saved its checkpoint and only needs to resume."""
+    from podium.tournament.backends.process import _outcome
+
+    for code in (143, 130, -signal.SIGTERM):
+        outcome = _outcome("p0001", tmp_path, code)
+        assert outcome.lost and "from outside the tournament" in (outcome.error or "")
+    assert not _outcome("p0001", tmp_path, 1).lost and not _outcome("p0001", tmp_path, -signal.SIGKILL).lost
+
+
+def test_a_pod_is_pinned_to_the_gpu_the_orchestrator_was_given(monkeypatch):
+    """With CUDA_VISIBLE_DEVICES=2,3 the orchestrator's pods ran on physical GPUs 0 and 1."""
+    from podium.tournament.backends.process import _visible_gpu
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, GPU-8f3a")
+    assert (_visible_gpu(0), _visible_gpu(1)) == ("2", "GPU-8f3a")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _visible_gpu(1) == "1"
+
+
+def test_a_numbered_gpu_is_refused_where_each_pod_gets_its_own(tmp_path):
+    import pytest
+
+    from podium.config import ConfigError
+    from podium.tournament import tournament
+
+    pod = {**POD, "steps": 2048, "device": "cuda:1"}
+    with pytest.raises(ConfigError, match=r"pod.device: 'cuda:1', but the process backend gives each pod a GPU"):
+        tournament(run_dir=tmp_path / "r", backend="process", env="CartPole-v1", algos={"ppo": 1}, steps=2048, pod=pod)
+    assert not (tmp_path / "r").exists()

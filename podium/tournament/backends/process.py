@@ -128,7 +128,7 @@ class ProcessBackend(Backend):
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", CPUS_ENV):
                 env[var] = str(self.threads)
             if gpu is not None:
-                env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+                env["CUDA_VISIBLE_DEVICES"] = _visible_gpu(gpu)
             with open(pod_dir.log, "ab") as log:
                 popen = subprocess.Popen(
                     [sys.executable, "-m", "podium.tournament.backends.process", str(run_dir.resolve())],
@@ -209,8 +209,8 @@ class ProcessBackend(Backend):
             _stop(run)
 
     def shutdown(self) -> None:
-        for pod_id in list(self._running):
-            self.cancel(pod_id)
+        runs = [self._running.pop(pod_id) for pod_id in list(self._running)]
+        _stop(*runs)  # all signalled at once: the last pod gets as long to save as the first
         self._retire_idle(0.0)
 
     def _retire_idle(self, older_than: float) -> None:
@@ -225,6 +225,13 @@ class ProcessBackend(Backend):
                 idle.popen.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
                 _stop(_Running(Path("."), idle.popen.pid, idle.popen, idle.gpu))
+
+
+def _visible_gpu(index: int) -> str:
+    """What ``CUDA_VISIBLE_DEVICES`` names the orchestrator's ``index``-th GPU by: its entry in the
+    orchestrator's own list when that is set (GPUs it was told to use, ids or UUIDs), else the index."""
+    visible = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return visible[index] if index < len(visible) else str(index)
 
 
 def _alive(pid: int) -> bool:
@@ -253,18 +260,27 @@ def _read_done(run_dir: Path) -> int | None:
         return None
 
 
-def _stop(run: _Running, grace: float = 5.0) -> None:
-    """SIGTERM the pod's process group, then SIGKILL whatever is left after ``grace`` seconds."""
+STOP_GRACE = 15.0
+"""Seconds a stopped pod has to save its checkpoint (and an off-policy pod its replay buffer) before SIGKILL."""
+
+
+def _stop(*runs: _Running, grace: float = STOP_GRACE) -> None:
+    """SIGTERM the pods' process groups, then SIGKILL whatever is left after ``grace`` seconds."""
+
+    def ended(run: _Running) -> bool:
+        return run.popen.poll() is not None if run.popen is not None else not _alive(run.pid)
+
+    left = list(runs)
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(run.pid, sig)
+        for run in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(run.pid, sig)
         end = time.monotonic() + grace
-        while time.monotonic() < end:
-            if run.popen is not None and run.popen.poll() is not None:
-                return
-            if run.popen is None and not _alive(run.pid):
-                return
+        while left and time.monotonic() < end:
+            left = [run for run in left if not ended(run)]
             time.sleep(0.05)
+        if not left:
+            return
 
 
 def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
@@ -273,6 +289,12 @@ def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
         return PodOutcome(pod_id, report)
     if code is None:
         return PodOutcome(pod_id, None, "the pod process (adopted after a restart) ended without a report")
+    stop_signals = (signal.SIGTERM, signal.SIGINT)
+    if code in [128 + s for s in stop_signals] + [-s for s in stop_signals] and read_error(run_dir) is None:
+        name = signal.Signals(code - 128 if code > 0 else -code).name  # not the tournament's: it had let go of it
+        return PodOutcome(
+            pod_id, None, f"the pod process was stopped by a {name} from outside the tournament", lost=True
+        )  # it saved its checkpoint (or had one): it resumes, as a pod whose machine went away
     if code < 0:
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         return PodOutcome(pod_id, None, f"the pod process was killed by {name}")
