@@ -350,3 +350,42 @@ def test_example_configs_pass_the_tournament_preflight(name: str):
     preflight(config)
     if name in ("ant", "humanoid"):
         assert config.pod["device"] == "cuda" and config.pod["preset"] is False and config.pool.gpus_per_pod > 0
+
+
+_FORK_AFTER_GARBAGE = """
+import gc, multiprocessing, sys, torch
+from podium.envs import make
+from podium.pod._child import begin_child
+def child(close_first):
+    if not close_first:
+        begin_child()  # what every pod child does first
+    gc.collect()
+close_first = sys.argv[1] == "close"
+env = make("Ant-v5", num_envs=4)
+env.reset(seed=0)
+env.step(torch.zeros(4, 8))
+if close_first:
+    env.close()
+env.me = env  # garbage in a cycle, as a finished test or run leaves it
+del env
+p = multiprocessing.get_context("fork").Process(target=child, args=(close_first,))
+p.start()
+p.join(30)
+print("hung" if p.is_alive() else f"exit {p.exitcode}")
+if p.is_alive():
+    p.kill()
+"""
+
+
+@pytest.mark.parametrize("how", ["close", "freeze"])
+def test_a_forked_child_never_destroys_the_parents_mujoco_thread_pools(how, tmp_path):
+    """A pod's forked child (its evaluator) that garbage-collected a MuJoCo env left over in the parent hung
+    for ever in the thread pool's destructor: the pool's threads are not in the child. A closed env has
+    released its pools; a pod's children never collect what they inherited."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "fork.py"
+    script.write_text(_FORK_AFTER_GARBAGE)
+    out = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "exit 0", out.stdout + out.stderr[-2000:]

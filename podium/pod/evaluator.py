@@ -36,7 +36,6 @@ import io
 import math
 import multiprocessing
 import os
-import signal
 import threading
 import time
 import traceback
@@ -49,6 +48,7 @@ import torch
 
 from podium.algos.base import Agent
 from podium.envs.base import VecEnv
+from podium.pod._child import begin_child
 
 __all__ = [
     "EvalMode",
@@ -477,8 +477,7 @@ class EvaluatorService:
 def _evaluator_process(conn: Any, parent_end: Any, build: Callable, target: float | None, confirm_seed: int) -> None:
     """The child process of ``process`` mode: score what arrives until told to stop or the pod is gone."""
     parent_end.close()  # so that the pod's death closes the pipe and ends this loop
-    for sig in (signal.SIGINT, signal.SIGTERM):  # the pod decides when its evaluator stops
-        signal.signal(sig, signal.SIG_IGN)
+    begin_child()  # the pod decides when its evaluator stops
     torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)
     code = 0
     try:

@@ -49,7 +49,7 @@ from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
 from podium.machine import local_cpus
-from podium.pod._child import READY, await_children, close_quietly, ignore_stop_signals, reap, report_failure
+from podium.pod._child import READY, await_children, begin_child, close_quietly, reap, report_failure
 from podium.pod.evaluator import (
     EvalMode,
     EvalResult,
@@ -1043,7 +1043,7 @@ def _extra_learner(
     from learner 0's ``state`` and, off-policy, the ``replay`` buffer learner 0 starts with (resumed or
     inherited): with an empty one it would skip the random warm-up (its counters say it is over) and take
     no gradient step until its buffer refilled, while every fusion halved learner 0's progress."""
-    ignore_stop_signals()  # learner 0 decides when the learners stop
+    begin_child()  # learner 0 decides when the learners stop
     code, fusion, worker = 0, None, None
     try:
         torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)

@@ -105,6 +105,10 @@ class LocomotionVecEnv(TensorVecEnv):
         )
         self._qpos0 = torch.as_tensor(model.qpos0, dtype=self.dtype, device=self.device)
 
+    def close_extras(self, **kwargs: Any) -> None:
+        """Release the engine's thread pools."""
+        self.engine.close()
+
     # ----------------------------------------------------------------- formulas, for subclasses
     def _extra_size(self, model: Any) -> int:
         """Width d of the observation's derived part for ``model`` (an ``MjModel``)."""

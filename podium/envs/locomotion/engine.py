@@ -134,6 +134,10 @@ class Engine(ABC):
         self.frame_skip = int(frame_skip)
         self.nq, self.nv, self.nu, self.nbody = model.nq, model.nv, model.nu, model.nbody
 
+    def close(self) -> None:
+        """Release what the engine holds beyond tensors (thread pools); it cannot step afterwards."""
+        return  # (nothing by default)
+
     @abstractmethod
     def forward(self, qpos: torch.Tensor, qvel: torch.Tensor) -> dict[str, torch.Tensor]:
         """``mj_forward`` of ``k <= num_worlds`` states ``qpos [k, nq]``, ``qvel [k, nv]`` with zero controls and

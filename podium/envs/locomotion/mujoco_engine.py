@@ -86,6 +86,12 @@ class MujocoEngine(Engine):
         self._outputs = {key: self._batch.bind(key) for key in self.fields if key != "cfrc_ext"}
         self._reset_outputs = {key: self._reset_batch.bind(key) for key in self.fields if key != "cfrc_ext"}
 
+    def close(self) -> None:
+        """Stop the batches' thread pools now, in this process (left to the garbage collector, a pool could be
+        destroyed in a forked child, which has none of its threads, and hang it)."""
+        self._outputs, self._reset_outputs = {}, {}
+        self._batch = self._reset_batch = None  # type: ignore[assignment]
+
     def _host(self, t: torch.Tensor) -> np.ndarray:
         return t.detach().to("cpu", torch.float64).numpy()
 
