@@ -42,7 +42,7 @@ from pydantic import ValidationError
 
 from podium.config import ConfigError, load_yaml
 from podium.pod import build_agent
-from podium.rundir import PodDir, RunDirError, TournamentDir
+from podium.rundir import DirLock, PodDir, RunDirError, TournamentDir
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, backend_for, read_error, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
@@ -647,6 +647,9 @@ class Orchestrator:
                     )
                 self.view.event(f"{pod.id} {pod.algo} still running: adopted")
                 continue
+            if _in_use(Path(pod.run_dir)):  # alive, but not this backend's to adopt (another backend or host)
+                self.view.event(f"{pod.id} {pod.algo} still runs out of this orchestrator's reach: waiting for it")
+                self._wait_unlocked(pod)
             report = read_report(Path(pod.run_dir))
             error = read_error(Path(pod.run_dir)) if report is None else None
             if report is not None and pod.status == PodStatus.RUNNING:
@@ -658,6 +661,15 @@ class Orchestrator:
         for pod in self.board.pods(PodStatus.PREEMPTED, PodStatus.FAILED):
             if pod.steps is None:  # recorded by an older podium, which read the curve on every turn instead
                 self.board.update_pod(pod.id, steps=_curve_steps(pod))
+
+    def _wait_unlocked(self, pod: PodRecord) -> None:
+        """Wait (beating) until a pod that runs out of reach lets its directory go, at most its round's seconds
+        and :data:`STOP_GRACE` (then it is preempted and resubmitted, and refused while it still runs)."""
+        limit = float(pod.spec.get("seconds") or 0.0) + STOP_GRACE
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline and _in_use(Path(pod.run_dir)):
+            self._beat()
+            time.sleep(0.5)
 
     def _wind_down(self, stop: StopReason) -> None:
         """At the end: let running pods hand in their rounds (time/step budget), preempt the rest."""
@@ -727,6 +739,19 @@ def _pod_steps(pod: PodRecord) -> int:
     if pod.steps is not None and pod.status != PodStatus.RUNNING:
         return int(pod.steps)
     return _curve_steps(pod) or 0
+
+
+def _in_use(run_dir: Path) -> bool:
+    """Whether a pod (of any process, any machine sharing the directory) holds ``run_dir`` now."""
+    if not run_dir.is_dir():
+        return False
+    lock = DirLock(run_dir)
+    try:
+        lock.acquire()
+    except RunDirError:
+        return True
+    lock.release()
+    return False
 
 
 def _curve_steps(pod: PodRecord) -> int | None:

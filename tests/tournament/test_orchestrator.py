@@ -307,3 +307,42 @@ def test_a_pod_that_ended_as_the_stop_reached_it_is_recorded_as_it_ended(tmp_pat
     PodDir(run_dir).curve.write_text("step,wall_time,eval_mean,eval_std\n1000,1.0,5.0,1.0\n12")
     assert _curve_steps(board.pod("p9999")) == 1000
     board.close()
+
+
+def test_a_pod_running_out_of_reach_is_waited_for_not_run_twice(tmp_path):
+    """A pod still running that the resuming orchestrator cannot adopt (another backend, another host) was
+    marked preempted and run again: the second run, refused its directory, counted as a failure, and the
+    first one's result was never collected."""
+    import subprocess
+    import sys
+
+    from podium.rundir import PodDir
+    from podium.tournament.states import PodStatus
+
+    tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
+    board = open_leaderboard(tmp_path / "run")
+    (done,) = board.pods()
+    run_dir = tmp_path / "run" / "pods" / "p9999"
+    board.add_pod(
+        id="p9999", number=board.take_pod_number(), parent_id=None, lineage="p9999", algo="ppo", env="CartPole-v1",
+        hparams=done.hparams, seed=9, spec=done.spec, status=PodStatus.QUEUED, run_dir=str(run_dir),
+        init_checkpoint=None,
+    )  # fmt: skip
+    board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle="elsewhere:1")
+    board.close()
+    run_dir.mkdir(parents=True)
+    report = PodDir(done.run_dir).report.read_text()
+    script = (  # the pod out of reach: it holds its directory, then hands in its report and lets go
+        "import sys, time; from pathlib import Path; from podium.rundir import DirLock\n"
+        "lock = DirLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(2)\n"
+        "Path(sys.argv[1], 'report.json').write_text(sys.argv[2]); lock.release()\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script, str(run_dir), report], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    resume_tournament(tmp_path / "run", progress=False, steps=2048)
+    holder.wait(30)
+    board = open_leaderboard(tmp_path / "run")
+    pod = board.pod("p9999")
+    outcomes = [h["outcome"] for h in board.history() if h["pod_id"] == "p9999"]
+    board.close()
+    assert pod.status == PodStatus.FINISHED and "failed" not in outcomes
