@@ -192,7 +192,7 @@ class ProcessBackend(Backend):
                     code = marker if code is None else code
                 elif marker is not None:
                     code = marker
-                elif _alive(run.pid):
+                elif _is_pod_process(run.pid, run.job_dir):  # (not a recycled pid: an adopted pod's is not ours)
                     continue
                 else:
                     code = None  # an adopted pod: its exit status went to the orchestrator that started it
