@@ -322,7 +322,7 @@ def _locked(pod: Pod, create: bool = True) -> Iterator[None]:
         env = getattr(pod, "env", None)
         if env is not None:  # a gymnasium env's subprocesses would outlive the error
             env.close()
-        pod._lock.release(remove=created)
+        pod._lock.release(remove=True)  # a refused pod leaves nothing behind
         if created:
             with contextlib.suppress(OSError):
                 pod.dir.root.rmdir()  # only when empty
