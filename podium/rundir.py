@@ -81,6 +81,7 @@ class DirLock:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._fd: int | None = None
+        self._made_file = False
 
     @property
     def held(self) -> bool:
@@ -95,6 +96,7 @@ class DirLock:
         if self._fd is not None or fcntl is None:
             return
         self.root.mkdir(parents=True, exist_ok=True)
+        self._made_file = not (self.root / self.FILE).exists()
         try:
             fd = os.open(self.root / self.FILE, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError:
@@ -115,11 +117,11 @@ class DirLock:
         _HELD.add(self)
 
     def release(self, remove: bool = False) -> None:
-        """Drop the lock (a no-op when it is not held); ``remove``: delete its file first (the directory
-        is about to go)."""
+        """Drop the lock (a no-op when it is not held); ``remove``: delete its file first when this lock made
+        it (the holder leaves nothing behind)."""
         _HELD.discard(self)
         if self._fd is not None:
-            if remove:
+            if remove and self._made_file:
                 with contextlib.suppress(OSError):
                     (self.root / self.FILE).unlink()
             fd, self._fd = self._fd, None
