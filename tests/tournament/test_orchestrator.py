@@ -214,12 +214,7 @@ def test_a_pod_that_failed_while_no_orchestrator_ran_is_recorded_as_failed(tmp_p
     board = open_leaderboard(tmp_path / "run")
     (done,) = board.pods()
     run_dir = tmp_path / "run" / "pods" / "p9999"
-    board.add_pod(
-        id="p9999", number=board.take_pod_number(), parent_id=None, lineage="p9999", algo="ppo", env="CartPole-v1",
-        hparams=done.hparams, seed=9, spec=done.spec, status=PodStatus.QUEUED, run_dir=str(run_dir),
-        init_checkpoint=None,
-    )  # fmt: skip
-    board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle="inline")
+    _add_running_pod(board, done, run_dir, handle="inline")
     board.close()
     run_dir.mkdir(parents=True)
     PodDir(run_dir).error.write_text("Traceback (most recent call last):\nRuntimeError: the simulator crashed\n")
@@ -291,12 +286,7 @@ def test_a_pod_that_ended_as_the_stop_reached_it_is_recorded_as_it_ended(tmp_pat
     board = orch.board
     (done,) = board.pods()
     run_dir = tmp_path / "run" / "pods" / "p9999"
-    board.add_pod(
-        id="p9999", number=board.take_pod_number(), parent_id=None, lineage="p9999", algo="ppo", env="CartPole-v1",
-        hparams=done.hparams, seed=9, spec=done.spec, status=PodStatus.QUEUED, run_dir=str(run_dir),
-        init_checkpoint=None,
-    )  # fmt: skip
-    board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle="inline")
+    _add_running_pod(board, done, run_dir, handle="inline")
     run_dir.mkdir(parents=True)
     write_report(run_dir, read_report(Path(done.run_dir)))  # it finished as the stop came
     orch._elapsed0, orch._t0, orch._time_to_target, orch._tries = 0.0, time.monotonic(), None, 0  # as run() sets
@@ -323,12 +313,7 @@ def test_a_pod_running_out_of_reach_is_waited_for_not_run_twice(tmp_path):
     board = open_leaderboard(tmp_path / "run")
     (done,) = board.pods()
     run_dir = tmp_path / "run" / "pods" / "p9999"
-    board.add_pod(
-        id="p9999", number=board.take_pod_number(), parent_id=None, lineage="p9999", algo="ppo", env="CartPole-v1",
-        hparams=done.hparams, seed=9, spec=done.spec, status=PodStatus.QUEUED, run_dir=str(run_dir),
-        init_checkpoint=None,
-    )  # fmt: skip
-    board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle="elsewhere:1")
+    _add_running_pod(board, done, run_dir, handle="elsewhere:1")
     board.close()
     run_dir.mkdir(parents=True)
     report = PodDir(done.run_dir).report.read_text()
@@ -346,3 +331,15 @@ def test_a_pod_running_out_of_reach_is_waited_for_not_run_twice(tmp_path):
     outcomes = [h["outcome"] for h in board.history() if h["pod_id"] == "p9999"]
     board.close()
     assert pod.status == PodStatus.FINISHED and "failed" not in outcomes
+
+
+def _add_running_pod(board, done, run_dir, handle):
+    """Record pod p9999 (like ``done``, in ``run_dir``) as running, started by an earlier orchestrator."""
+    from podium.tournament.states import PodStatus
+
+    board.add_pod(
+        id="p9999", number=board.take_pod_number(), parent_id=None, lineage="p9999", algo="ppo", env="CartPole-v1",
+        hparams=done.hparams, seed=9, spec=done.spec, status=PodStatus.QUEUED, run_dir=str(run_dir),
+        init_checkpoint=None,
+    )  # fmt: skip
+    board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle=handle)
