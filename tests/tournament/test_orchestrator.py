@@ -210,13 +210,7 @@ def test_a_pod_that_failed_while_no_orchestrator_ran_is_recorded_as_failed(tmp_p
     from podium.rundir import PodDir
     from podium.tournament.states import PodStatus
 
-    tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
-    board = open_leaderboard(tmp_path / "run")
-    (done,) = board.pods()
-    run_dir = tmp_path / "run" / "pods" / "p9999"
-    _add_running_pod(board, done, run_dir, handle="inline")
-    board.close()
-    run_dir.mkdir(parents=True)
+    _, run_dir = _a_tournament_left_with_a_running_pod(tmp_path, handle="inline")
     PodDir(run_dir).error.write_text("Traceback (most recent call last):\nRuntimeError: the simulator crashed\n")
     resume_tournament(tmp_path / "run", progress=False, steps=2048)  # nothing more to train: it only tidies up
     board = open_leaderboard(tmp_path / "run")
@@ -309,13 +303,7 @@ def test_a_pod_running_out_of_reach_is_waited_for_not_run_twice(tmp_path):
     from podium.rundir import PodDir
     from podium.tournament.states import PodStatus
 
-    tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
-    board = open_leaderboard(tmp_path / "run")
-    (done,) = board.pods()
-    run_dir = tmp_path / "run" / "pods" / "p9999"
-    _add_running_pod(board, done, run_dir, handle="elsewhere:1")
-    board.close()
-    run_dir.mkdir(parents=True)
+    done, run_dir = _a_tournament_left_with_a_running_pod(tmp_path, handle="elsewhere:1")
     report = PodDir(done.run_dir).report.read_text()
     script = (  # the pod out of reach: it holds its directory, then hands in its report and lets go
         "import sys, time; from pathlib import Path; from podium.rundir import DirLock\n"
@@ -343,3 +331,16 @@ def _add_running_pod(board, done, run_dir, handle):
         init_checkpoint=None,
     )  # fmt: skip
     board.update_pod("p9999", status=PodStatus.RUNNING, started=1.0, handle=handle)
+
+
+def _a_tournament_left_with_a_running_pod(tmp_path, handle):
+    """A finished tournament in ``tmp_path/run`` whose database also holds p9999 as running (its directory
+    made, empty): its one finished pod and p9999's directory."""
+    tournament(run_dir=tmp_path / "run", progress=False, steps=2048, **_config())
+    board = open_leaderboard(tmp_path / "run")
+    (done,) = board.pods()
+    run_dir = tmp_path / "run" / "pods" / "p9999"
+    _add_running_pod(board, done, run_dir, handle=handle)
+    board.close()
+    run_dir.mkdir(parents=True)
+    return done, run_dir
