@@ -8,11 +8,19 @@ of the same size with different CPUs ran the same runs 2-3x apart (BENCHMARKS.md
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 from pathlib import Path
 
 __all__ = ["CPUS_ENV", "cpu_budget", "cpu_model", "describe", "local_cpus"]
+
+if hasattr(os, "register_at_fork"):
+    # A forked child (a pod's evaluator, learners, rollout workers, a gymnasium env's subprocesses) never
+    # garbage-collects what it inherited: the parent's garbage may hold native resources whose threads a fork
+    # does not copy (a MuJoCo engine's thread pool), and a child that collected one hung for ever in its
+    # destructor. Frozen as the very first thing in the child, before any code of the child's can allocate.
+    os.register_at_fork(after_in_child=gc.freeze)
 
 CPUS_ENV = "PODIUM_CPUS"
 """Environment variable with the CPU cores a process should keep busy (:func:`cpu_budget`); the tournament's

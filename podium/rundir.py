@@ -96,22 +96,38 @@ class DirLock:
         if self._fd is not None or fcntl is None:
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        self._made_file = not (self.root / self.FILE).exists()
-        try:
-            fd = os.open(self.root / self.FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return  # not lockable here (a read-only directory, say): go on unlocked, as before locks existed
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise RunDirError(
-                f"{self.root} is in use: another pod is training into it right now (in another process, or "
-                "a pod of this process that has not finished). Wait for it to finish or stop it, or choose "
-                "another run directory"
-            ) from None
-        except OSError:
-            os.close(fd)
+        path = self.root / self.FILE
+        for _ in range(3):  # again when the file was replaced between our open and our lock (see below)
+            self._made_file = not path.exists()
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o664)
+            except PermissionError:  # made by another user: a read-only descriptor locks it too (not on NFS)
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except OSError:
+                    return
+            except OSError:
+                return  # not lockable here (a read-only directory, say): go on unlocked, as before locks existed
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise RunDirError(
+                    f"{self.root} is in use: another pod is training into it right now (in another process, "
+                    "or a pod of this process that has not finished). Wait for it to finish or stop it, or "
+                    "choose another run directory"
+                ) from None
+            except OSError:
+                os.close(fd)
+                return
+            try:
+                current = os.stat(path).st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(fd).st_ino:
+                break
+            os.close(fd)  # a refused holder deleted the file we opened and a newcomer may lock its successor
+        else:
             return
         self._fd = fd
         _HELD.add(self)

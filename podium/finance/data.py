@@ -99,8 +99,11 @@ def load_ohlcv(
             raise FileNotFoundError(f"no such price file: {str(path)!r}{hint}")
     name = path.name.lower()
     if name.endswith((".csv", ".csv.gz")):
-        # tickers as written: "NA" is a ticker, not a missing value, and "0700" keeps its zero
-        frame = pd.read_csv(path, dtype={"tic": str, "date": str}, keep_default_na=False, na_values={"date": [""]})
+        # tickers as written: "NA" is a ticker, not a missing value, and "0700" keeps its zero; every other
+        # column reads pandas' usual missing-value markers as missing
+        columns = pd.read_csv(path, nrows=0).columns
+        markers = {c: list(_MISSING) for c in columns if c != "tic"}
+        frame = pd.read_csv(path, dtype={"tic": str, "date": str}, keep_default_na=False, na_values=markers)
     elif name.endswith(".parquet"):
         try:
             frame = pd.read_parquet(path)
@@ -113,12 +116,23 @@ def load_ohlcv(
     return validate_ohlcv(frame, start=start, end=end, tickers=tickers, source=str(path))
 
 
+_MISSING = ("", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A", "#NA")
+
+
 def _parse_dates(dates: pd.Series) -> pd.Series:
     """Dates as day timestamps: ISO strings, datetimes, and YYYYMMDD numbers (which pandas would read as
-    nanoseconds since 1970); a time zone is dropped, keeping the local date. Unparsable ones are NaT."""
-    if pd.api.types.is_numeric_dtype(dates) or dates.astype(str).str.fullmatch(r"\d{8}(\.0)?").all():
-        text = dates.astype(str).str.replace(r"\.0$", "", regex=True)
-        return pd.to_datetime(text, format="%Y%m%d", errors="coerce")
+    nanoseconds since 1970); a time zone or UTC offset is dropped, keeping the local date (offsets may change
+    with summer time). Unparsable ones are NaT."""
+    text = dates.astype(str).str.strip()
+    given = text[dates.notna()]
+    if len(given) and given.str.fullmatch(r"\d{8}(\.0)?").all():  # every value a YYYYMMDD number (or string)
+        return pd.to_datetime(text.str.replace(r"\.0$", "", regex=True), format="%Y%m%d", errors="coerce")
+    if dates.dtype == object or pd.api.types.is_string_dtype(dates):
+        dates = text.str.replace(r"(Z|[+-]\d\d:?\d\d)$", "", regex=True)  # the local time, whatever its offset
+        parsed = pd.to_datetime(dates, errors="coerce")
+        if (parsed.isna() & (dates != "") & (dates != "nan")).any():  # formats that differ from row to row
+            parsed = pd.to_datetime(dates, errors="coerce", format="mixed")
+        return parsed
     parsed = pd.to_datetime(dates, errors="coerce", utc=False)
     if isinstance(parsed.dtype, pd.DatetimeTZDtype):
         parsed = parsed.dt.tz_localize(None)  # 2009-01-02T00:00-05:00 is the exchange's 2009-01-02

@@ -66,9 +66,10 @@ def begin_child() -> None:
     """First thing in a pod's child process (learner, rollout worker, evaluator):
 
     * SIGINT and SIGTERM are the pod's to act on (Ctrl-C reaches the whole process group);
-    * what a forked child inherited is never garbage-collected in it (``gc.freeze``). A parent's garbage
-      may hold native resources whose threads a fork does not copy (a MuJoCo engine's thread pool): the
-      child that collected one hung for ever in its destructor, waiting for threads it does not have.
+    * what a forked child inherited is never garbage-collected in it (``gc.freeze``; :mod:`podium.machine`
+      freezes it at the fork already, this covers a child started otherwise). A parent's garbage may hold
+      native resources whose threads a fork does not copy (a MuJoCo engine's thread pool): the child that
+      collected one hung for ever in its destructor, waiting for threads it does not have.
     """
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)

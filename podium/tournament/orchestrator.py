@@ -64,6 +64,8 @@ __all__ = ["MIN_ROUND_SECONDS", "Orchestrator", "TournamentReport", "open_leader
 
 STOP_GRACE = 60.0
 """At the time or step budget, running pods get this long to hand in their (capped) rounds."""
+OUT_OF_REACH_WAIT = 1800.0
+"""Seconds a resume waits for a pod of steps alone that still runs out of its reach (then runs it anew)."""
 
 
 @dataclass
@@ -142,11 +144,11 @@ def _check_pods_can_run(config: TournamentConfig, backend: Backend) -> None:
     from podium.envs.registry import known_to_new_processes
 
     device = str(config.pod.get("device", "cpu"))
-    if backend.new_processes and device.startswith("cuda:"):
+    if backend.new_processes and device.startswith("cuda:") and device != "cuda:0":
         backend.shutdown()
         raise ConfigError(
             f"pod.device: {device!r}, but the {backend.name} backend gives each pod a GPU of its own (the pod "
-            "sees only that one, as cuda:0): use 'cuda'"
+            "sees only that one, as cuda:0): use 'cuda'"  # (cuda:0 is that one)
         )
     if not backend.new_processes or known_to_new_processes(config.env):
         return
@@ -492,8 +494,8 @@ class Orchestrator:
             running = sum(p.status == PodStatus.RUNNING for p in state.pods)
             self._log_pool(r, decisions.pool_size, running)
         pods = {p.id: p for p in state.pods}
+        self._preempt(*(pods[pod_id] for pod_id in decisions.preempt))
         for pod_id in decisions.preempt:
-            self._preempt(pods[pod_id])
             algo = pods[pod_id].algo
             self.view.event(f"{pod_id} ({algo}) preempted: the pool shrank; it will resume when there is room")
         for pod_id in decisions.resume:
@@ -507,16 +509,20 @@ class Orchestrator:
                 left -= int(record.spec["steps"])
             self._submit(record, resume=False)
 
-    def _preempt(self, pod: PodRecord) -> None:
-        """Stop a running pod now (it keeps its checkpoint) and record it as preempted, with its steps so far;
-        a pod that finished or failed just before the stop reached it is recorded as it ended."""
-        self.backend.cancel(pod.id)
-        report = read_report(Path(pod.run_dir))
-        error = read_error(Path(pod.run_dir)) if report is None else None
-        if report is not None or error is not None:
-            self._collect(PodOutcome(pod.id, report, error))
+    def _preempt(self, *pods: PodRecord) -> None:
+        """Stop running pods now, together (each keeps its checkpoint), and record each as preempted, with its
+        steps so far; a pod that finished or failed just before the stop reached it is recorded as it ended."""
+        if not pods:
             return
-        self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
+        self.backend.cancel_many([pod.id for pod in pods])
+        self._beat()
+        for pod in pods:
+            report = read_report(Path(pod.run_dir))
+            error = read_error(Path(pod.run_dir)) if report is None else None
+            if report is not None or error is not None:
+                self._collect(PodOutcome(pod.id, report, error))
+                continue
+            self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
 
     def _log_pool(self, resources: Resources, size: int, running: int) -> None:
         path = TournamentDir(self.run_dir).pool
@@ -665,7 +671,8 @@ class Orchestrator:
     def _wait_unlocked(self, pod: PodRecord) -> None:
         """Wait (beating) until a pod that runs out of reach lets its directory go, at most its round's seconds
         and :data:`STOP_GRACE` (then it is preempted and resubmitted, and refused while it still runs)."""
-        limit = float(pod.spec.get("seconds") or 0.0) + STOP_GRACE
+        seconds = pod.spec.get("seconds")  # a round of steps alone: no time bound of its own, allow half an hour
+        limit = (float(seconds) if seconds else OUT_OF_REACH_WAIT) + STOP_GRACE
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and _in_use(Path(pod.run_dir)):
             self._beat()
@@ -680,9 +687,7 @@ class Orchestrator:
                     for outcome in self.backend.poll():
                         self._collect(outcome)
                     self._beat()  # the owner still lives: a second orchestrator must not take over meanwhile
-            for pod in self.board.pods(PodStatus.RUNNING):
-                self._preempt(pod)
-                self._beat()
+            self._preempt(*self.board.pods(PodStatus.RUNNING))
         finally:
             self.backend.shutdown()
 

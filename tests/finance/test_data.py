@@ -224,6 +224,11 @@ def test_a_users_file_keeps_its_tickers_and_dates_as_written(tmp_path: Path) -> 
     zoned["date"] = zoned["date"] + "T00:00:00-05:00"
     zoned.to_csv(path, index=False)
     assert list(load_ohlcv(path, start="2009-01-05")["date"]) == want[1:]
+    zoned["date"] = ["2009-01-02T00:00:00-05:00", "2009-01-05T00:00:00-04:00", "2009-01-06Z"]  # summer time
+    zoned["vix"] = ["", "2.5", "NA"]  # another column: blanks and NA are missing there, as pandas reads them
+    zoned.to_csv(path, index=False)
+    loaded = load_ohlcv(path)
+    assert list(loaded["date"]) == want and loaded["vix"].isna().tolist() == [True, False, True]
     blank = _table(["AAPL", "MSFT"], days)
     blank.loc[1, "tic"] = ""
     blank.to_csv(path, index=False)

@@ -284,7 +284,7 @@ def test_a_pod_that_ended_as_the_stop_reached_it_is_recorded_as_it_ended(tmp_pat
     run_dir.mkdir(parents=True)
     write_report(run_dir, read_report(Path(done.run_dir)))  # it finished as the stop came
     orch._elapsed0, orch._t0, orch._time_to_target, orch._tries = 0.0, time.monotonic(), None, 0  # as run() sets
-    orch._failures_in_row = 0
+    orch._failures_in_row, orch._last_beat = 0, 0.0
     orch._preempt(board.pod("p9999"))
     assert board.pod("p9999").status == PodStatus.FINISHED
     # a killed pod's curve may end in a cut row: its steps are the last whole row's

@@ -317,3 +317,10 @@ def test_a_numbered_gpu_is_refused_where_each_pod_gets_its_own(tmp_path):
     with pytest.raises(ConfigError, match=r"pod.device: 'cuda:1', but the process backend gives each pod a GPU"):
         tournament(run_dir=tmp_path / "r", backend="process", env="CartPole-v1", algos={"ppo": 1}, steps=2048, pod=pod)
     assert not (tmp_path / "r").exists()
+    from podium.tournament.backends.process import ProcessBackend
+    from podium.tournament.config import load_tournament_config
+    from podium.tournament.orchestrator import _check_pods_can_run
+
+    pod["device"] = "cuda:0"  # the one GPU each pod sees: accepted, as before (and resumable)
+    config = load_tournament_config(None, env="CartPole-v1", algos={"ppo": 1}, steps=2048, pod=pod)
+    _check_pods_can_run(config, ProcessBackend())

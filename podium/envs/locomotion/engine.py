@@ -134,9 +134,12 @@ class Engine(ABC):
         self.frame_skip = int(frame_skip)
         self.nq, self.nv, self.nu, self.nbody = model.nq, model.nv, model.nu, model.nbody
 
+    closed: bool = False
+    """Whether :meth:`close` was called (it cannot step then)."""
+
     def close(self) -> None:
         """Release what the engine holds beyond tensors (thread pools); it cannot step afterwards."""
-        return  # (nothing by default)
+        self.closed = True
 
     @abstractmethod
     def forward(self, qpos: torch.Tensor, qvel: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -151,6 +154,8 @@ class Engine(ABC):
         ``mj_rnePostConstraint``; returns the new state and the derived fields, ``[N, ...]`` each."""
 
     def _check_rows(self, **tensors: torch.Tensor) -> None:
+        if self.closed:
+            raise RuntimeError(f"{type(self).__name__}: the env was closed; make a new one")
         width = {"qpos": self.nq, "qvel": self.nv, "qacc_warmstart": self.nv, "ctrl": self.nu}
         rows = {t.shape[0] for t in tensors.values()}
         for key, t in tensors.items():

@@ -89,6 +89,7 @@ class MujocoEngine(Engine):
     def close(self) -> None:
         """Stop the batches' thread pools now, in this process (left to the garbage collector, a pool could be
         destroyed in a forked child, which has none of its threads, and hang it)."""
+        super().close()
         self._outputs, self._reset_outputs = {}, {}
         self._batch = self._reset_batch = None  # type: ignore[assignment]
 

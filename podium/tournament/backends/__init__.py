@@ -129,6 +129,11 @@ class Backend(ABC):
     def cancel(self, pod_id: str) -> None:
         """Stop a running pod now. Its periodic checkpoint stays, so it can be resumed later."""
 
+    def cancel_many(self, pod_ids: list[str]) -> None:
+        """Stop several running pods, all given the same time to save (default: one after another)."""
+        for pod_id in pod_ids:
+            self.cancel(pod_id)
+
     def adopt(self, pod_id: str, handle: str | None, run_dir: Path) -> bool:
         """Take over a pod started by an earlier orchestrator that died; False if it is not running. ``handle``
         is ``None`` when that orchestrator died between starting the pod and recording its handle."""

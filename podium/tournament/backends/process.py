@@ -208,9 +208,12 @@ class ProcessBackend(Backend):
         if run is not None:
             _stop(run)
 
-    def shutdown(self) -> None:
-        runs = [self._running.pop(pod_id) for pod_id in list(self._running)]
+    def cancel_many(self, pod_ids: list[str]) -> None:
+        runs = [self._running.pop(pod_id) for pod_id in pod_ids if pod_id in self._running]
         _stop(*runs)  # all signalled at once: the last pod gets as long to save as the first
+
+    def shutdown(self) -> None:
+        self.cancel_many(list(self._running))
         self._retire_idle(0.0)
 
     def _retire_idle(self, older_than: float) -> None:
