@@ -601,6 +601,8 @@ class Orchestrator:
 
     # ----------------------------------------------------------------- results
     def _collect(self, outcome: PodOutcome) -> None:
+        if outcome.started is not None:  # it began later than it was submitted: its overhead is from then
+            self.board.update_pod(outcome.pod_id, started=outcome.started)
         pod = self.board.pod(outcome.pod_id)
         elapsed = self.elapsed()
         if outcome.report is not None and not all(math.isfinite(x) for x in score_of(outcome.report)[:2]):

@@ -344,3 +344,14 @@ def _a_tournament_left_with_a_running_pod(tmp_path, handle):
     board.close()
     run_dir.mkdir(parents=True)
     return done, run_dir
+
+
+def test_an_inline_pods_overhead_does_not_count_its_wait_in_the_queue(tmp_path):
+    """The inline backend runs its queue one pod at a time: a pod's start was its submission, so the time it
+    waited for the pods before it counted as its overhead, and the last rounds of a timed tournament were cut
+    short by it."""
+    tournament(run_dir=tmp_path / "run", progress=False, steps=2 * 2048, pool={"min": 2, "max": 2}, **_config())
+    board = open_leaderboard(tmp_path / "run")
+    first, second = sorted(board.pods(), key=lambda p: p.number)
+    board.close()
+    assert second.started >= first.ended - 1e-3  # it began when the first had finished, not when both were queued

@@ -87,6 +87,9 @@ class PodOutcome:
     report: PodReport | None
     error: str | None = None
     lost: bool = False
+    started: float | None = None
+    """When the pod began to run (``time.time()``), where that is later than its submission (the inline
+    backend runs its queue one pod at a time): the pod's overhead must not count its wait."""
 
 
 class Backend(ABC):

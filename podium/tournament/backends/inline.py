@@ -8,6 +8,7 @@ them while a tournament runs.
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Callable
 
@@ -45,15 +46,16 @@ class InlineBackend(Backend):
             return []
         job = self._queue.pop(0)
         threads = torch.get_num_threads()
+        began = time.time()  # (it waited in the queue since its submission)
         try:
             report = run_job(job)
         except Exception as exc:  # a pod's failure is a result, not the orchestrator's crash
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             PodDir(job.run_dir).error.write_text(traceback.format_exc())
-            return [PodOutcome(job.pod_id, None, detail)]
+            return [PodOutcome(job.pod_id, None, detail, started=began)]
         finally:
             torch.set_num_threads(threads)  # a pod pins its threads; give the orchestrator its own back
-        return [PodOutcome(job.pod_id, report)]
+        return [PodOutcome(job.pod_id, report, started=began)]
 
     def cancel(self, pod_id: str) -> None:
         self._queue = [j for j in self._queue if j.pod_id != pod_id]
