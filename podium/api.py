@@ -54,11 +54,8 @@ def _is_hyperparameter(name: str, algo: Any) -> bool:
     """Whether ``name`` is a hyperparameter of ``algo`` (of any algorithm when ``algo`` is unknown)."""
     from podium.algos import algo_names, get_algo
 
-    try:
-        classes = [get_algo(algo)] if isinstance(algo, str) else [get_algo(a) for a in algo_names()]
-    except KeyError:
-        classes = [get_algo(a) for a in algo_names()]
-    return any(name in cls.Config.model_fields for cls in classes)
+    known = isinstance(algo, str) and algo.lower() in algo_names()
+    return any(name in get_algo(a).Config.model_fields for a in ([algo] if known else algo_names()))
 
 
 def train(

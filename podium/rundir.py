@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import weakref
 from pathlib import Path
@@ -41,7 +42,13 @@ try:  # advisory locks: POSIX only (elsewhere a run directory is not locked)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DirLock", "PodDir", "RunDirError", "TournamentDir"]
+__all__ = ["DirLock", "PodDir", "RunDirError", "TournamentDir", "safe_name"]
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one directory name: each run of characters other than letters, digits, ``.``, ``_`` and
+    ``-`` becomes ``-`` ("my_module:MyEnv-v0", "ALE/Pong-v5")."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text)
 
 
 class RunDirError(ValueError):

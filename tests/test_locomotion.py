@@ -355,10 +355,10 @@ def test_example_configs_pass_the_tournament_preflight(name: str):
 _FORK_AFTER_GARBAGE = """
 import gc, multiprocessing, sys, torch
 from podium.envs import make
-from podium.pod._child import begin_child
+import podium.machine  # what every pod imports: its fork hook freezes what a child inherits
 def child(close_first):
-    if not close_first:
-        begin_child()  # what every pod child does first
+    if close_first:
+        gc.unfreeze()  # closed, the env holds no pool: even a child that collects it is safe
     gc.collect()
 close_first = sys.argv[1] == "close"
 env = make("Ant-v5", num_envs=4)

@@ -12,7 +12,6 @@ converted to one-hot vectors. Anything else is refused with a message that names
 from __future__ import annotations
 
 import ctypes
-import gc
 import multiprocessing
 import os
 import signal
@@ -65,7 +64,6 @@ def _worker_ignoring_stop_signals(*args: Any) -> None:
     if hasattr(os, "setpgrp"):
         os.setpgrp()
         _die_with_parent()  # out of the parent's group, a kill of the group (a stuck pod's) no longer ends it
-    gc.freeze()  # a forked copy must not collect the parent's garbage (native pools whose threads it lacks)
     _async_worker(*args)
 
 

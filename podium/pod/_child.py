@@ -4,7 +4,6 @@ signals, reports a failure and lets go of what it holds before ``os._exit``, and
 from __future__ import annotations
 
 import contextlib
-import gc
 import multiprocessing.connection
 import signal
 import sys
@@ -62,18 +61,12 @@ def close_quietly(*things: Any) -> None:
                 thing.close()
 
 
-def begin_child() -> None:
-    """First thing in a pod's child process (learner, rollout worker, evaluator):
-
-    * SIGINT and SIGTERM are the pod's to act on (Ctrl-C reaches the whole process group);
-    * what a forked child inherited is never garbage-collected in it (``gc.freeze``; :mod:`podium.machine`
-      freezes it at the fork already, this covers a child started otherwise). A parent's garbage may hold
-      native resources whose threads a fork does not copy (a MuJoCo engine's thread pool): the child that
-      collected one hung for ever in its destructor, waiting for threads it does not have.
-    """
+def ignore_stop_signals() -> None:
+    """In the child: SIGINT and SIGTERM are the pod's to act on (Ctrl-C reaches the whole process group).
+    (What a forked child inherited is never garbage-collected in it: :mod:`podium.machine` sees to that at
+    every fork.)"""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
-    gc.freeze()
 
 
 def reap(processes: list[Any], conns: list[Any], timeout: float = 5.0) -> None:

@@ -48,7 +48,7 @@ import torch
 
 from podium.algos.base import Agent
 from podium.envs.base import VecEnv
-from podium.pod._child import begin_child
+from podium.pod._child import ignore_stop_signals
 
 __all__ = [
     "EvalMode",
@@ -477,7 +477,7 @@ class EvaluatorService:
 def _evaluator_process(conn: Any, parent_end: Any, build: Callable, target: float | None, confirm_seed: int) -> None:
     """The child process of ``process`` mode: score what arrives until told to stop or the pod is gone."""
     parent_end.close()  # so that the pod's death closes the pipe and ends this loop
-    begin_child()  # the pod decides when its evaluator stops
+    ignore_stop_signals()  # the pod decides when its evaluator stops
     torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)
     code = 0
     try:

@@ -25,7 +25,6 @@ import functools
 import math
 import multiprocessing
 import os
-import re
 import shutil
 import signal
 import sys
@@ -49,7 +48,7 @@ from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
 from podium.logging import CurveWriter, ScalarLogger, plot_curve
 from podium.machine import local_cpus
-from podium.pod._child import READY, await_children, begin_child, close_quietly, reap, report_failure
+from podium.pod._child import READY, await_children, close_quietly, ignore_stop_signals, reap, report_failure
 from podium.pod.evaluator import (
     EvalMode,
     EvalResult,
@@ -63,7 +62,7 @@ from podium.pod.evaluator import (
 )
 from podium.pod.learner import FUSION_TIMEOUT, FusionGroup, Learner
 from podium.pod.worker import Worker, WorkerError, WorkerGroup
-from podium.rundir import DirLock, PodDir
+from podium.rundir import DirLock, PodDir, safe_name
 from podium.store import CheckpointError, load_checkpoint, remove_partial_writes, save_checkpoint
 
 __all__ = [
@@ -303,8 +302,7 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
 
 def default_run_dir(spec: PodSpec) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    env = re.sub(r"[^A-Za-z0-9._-]+", "-", spec.env)  # "my_module:MyEnv-v0" and "ALE/Pong-v5": one name
-    return Path("runs") / f"{env}-{spec.algo}-seed{spec.seed}-{stamp}"
+    return Path("runs") / f"{safe_name(spec.env)}-{spec.algo}-seed{spec.seed}-{stamp}"
 
 
 @contextlib.contextmanager
@@ -389,15 +387,12 @@ class Pod:
         # with rollout workers each worker process has its own env: the pod's own is only a reference copy
         copies = 1 if spec.workers else num_envs
         self.env = make(spec.env, num_envs=copies, device=spec.device, native=spec.native_env, **spec.env_kwargs)
-        try:  # a refused env or agent closes the env first (a gymnasium env's subprocesses would outlive it)
-            problem = self.env.unreachable(spec.target, spec.env) if spec.target is not None else None
-            if problem is not None:
-                raise ConfigError(problem)
-            obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
-            self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
-        except BaseException:
-            self.env.close()
-            raise
+        # (a refused env or agent: _locked closes the env, whose gymnasium subprocesses would outlive the error)
+        problem = self.env.unreachable(spec.target, spec.env) if spec.target is not None else None
+        if problem is not None:
+            raise ConfigError(problem)
+        obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
+        self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
         fork = "fork" in multiprocessing.get_all_start_methods()
         self.cpu_plan = plan_cpu(spec, self.agent.widest_matmul, local_cpus(), fork)
         if self.cpu_plan.threads is not None:
@@ -1043,7 +1038,7 @@ def _extra_learner(
     from learner 0's ``state`` and, off-policy, the ``replay`` buffer learner 0 starts with (resumed or
     inherited): with an empty one it would skip the random warm-up (its counters say it is over) and take
     no gradient step until its buffer refilled, while every fusion halved learner 0's progress."""
-    begin_child()  # learner 0 decides when the learners stop
+    ignore_stop_signals()  # learner 0 decides when the learners stop
     code, fusion, worker = 0, None, None
     try:
         torch.set_num_threads(1)  # a forked copy must not enter the parent's OpenMP pool (it would hang)

@@ -27,7 +27,7 @@ import torch
 
 from podium.algos.base import Agent
 from podium.envs.base import VecEnv
-from podium.pod._child import begin_child, close_quietly, reap, report_failure
+from podium.pod._child import close_quietly, ignore_stop_signals, reap, report_failure
 
 __all__ = ["RolloutStats", "Transition", "Worker", "WorkerError", "WorkerGroup"]
 
@@ -310,7 +310,7 @@ def _serve(
     columns of the shared rollout, say "ready"; until told to stop (``None``) or the pod is gone."""
     for end in learner_ends:  # forked copies of the learner's ends: with them open, no EOF would ever come
         end.close()
-    begin_child()  # the pod decides when its workers stop
+    ignore_stop_signals()  # the pod decides when its workers stop
     code, env = 0, None
     lo, hi = rank * num_envs, (rank + 1) * num_envs
     try:

@@ -14,13 +14,13 @@ Everything else has a documented default; unknown fields are rejected with their
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from podium.config import ConfigError, PodSpec, load_yaml, validation_message
+from podium.rundir import safe_name
 
 __all__ = [
     "BacktestConfig",
@@ -383,7 +383,7 @@ def load_tournament_config(path: str | Path | None = None, **overrides: Any) -> 
     data: dict[str, Any] = load_yaml(path) if path is not None else {}
     data.update({k: v for k, v in overrides.items() if v is not None})
     if path is not None and "name" not in data:  # runs/stock_dow29 for examples/stock_dow29.yaml
-        data["name"] = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(path).stem).strip("-._") or None
+        data["name"] = safe_name(Path(path).stem).strip("-._") or None
     try:
         return TournamentConfig(**data)
     except ValidationError as exc:

@@ -27,7 +27,6 @@ import contextlib
 import csv
 import json
 import math
-import re
 import signal
 import threading
 import time
@@ -42,7 +41,7 @@ from pydantic import ValidationError
 
 from podium.config import ConfigError, load_yaml
 from podium.pod import build_agent
-from podium.rundir import DirLock, PodDir, RunDirError, TournamentDir
+from podium.rundir import DirLock, PodDir, RunDirError, TournamentDir, safe_name
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, backend_for, read_error, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
@@ -517,12 +516,18 @@ class Orchestrator:
         self.backend.cancel_many([pod.id for pod in pods])
         self._beat()
         for pod in pods:
-            report = read_report(Path(pod.run_dir))
-            error = read_error(Path(pod.run_dir)) if report is None else None
-            if report is not None or error is not None:
-                self._collect(PodOutcome(pod.id, report, error))
-                continue
-            self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
+            if not self._collect_ended(pod):
+                self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
+
+    def _collect_ended(self, pod: PodRecord) -> bool:
+        """Record a running pod that ended with nobody watching as it ended, from the report or the error it
+        left in its directory; False when it left neither."""
+        report = read_report(Path(pod.run_dir))
+        error = read_error(Path(pod.run_dir)) if report is None else None
+        if pod.status != PodStatus.RUNNING or (report is None and error is None):
+            return False
+        self._collect(PodOutcome(pod.id, report, error))
+        return True
 
     def _log_pool(self, resources: Resources, size: int, running: int) -> None:
         path = TournamentDir(self.run_dir).pool
@@ -658,13 +663,7 @@ class Orchestrator:
             if _in_use(Path(pod.run_dir)):  # alive, but not this backend's to adopt (another backend or host)
                 self.view.event(f"{pod.id} {pod.algo} still runs out of this orchestrator's reach: waiting for it")
                 self._wait_unlocked(pod)
-            report = read_report(Path(pod.run_dir))
-            error = read_error(Path(pod.run_dir)) if report is None else None
-            if report is not None and pod.status == PodStatus.RUNNING:
-                self._collect(PodOutcome(pod.id, report))
-            elif error is not None and pod.status == PodStatus.RUNNING:  # it failed while nobody watched
-                self._collect(PodOutcome(pod.id, None, error))
-            else:
+            if not self._collect_ended(pod):
                 self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
         for pod in self.board.pods(PodStatus.PREEMPTED, PodStatus.FAILED):
             if pod.steps is None:  # recorded by an older podium, which read the curve on every turn instead
@@ -789,8 +788,7 @@ def _default_run_dir(config: TournamentConfig) -> Path:
     """``runs/NAME`` for a named config (the YAML file's name), ``runs/NAME-2``, ... when it is taken;
     else ``runs/tournament-ENV-TIMESTAMP``. The run directory is printed when the tournament starts."""
     if config.name is None:
-        env = re.sub(r"[^A-Za-z0-9._-]+", "-", config.env)  # "my_module:MyEnv-v0", "ALE/Pong-v5": one name
-        return Path("runs") / f"tournament-{env}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return Path("runs") / f"tournament-{safe_name(config.env)}-{time.strftime('%Y%m%d-%H%M%S')}"
     path, number = Path("runs") / config.name, 1
     while path.exists():
         number += 1
