@@ -226,6 +226,57 @@ def eval_command(
     _say(f"{escape(str(policy))}: [bold]{mean:.2f} ± {std:.2f}[/] over {episodes} episodes")
 
 
+# --------------------------------------------------------------------------- deployment
+@app.command("export")
+def export_command(
+    path: Annotated[str, typer.Argument(help="run directory (uses its best checkpoint) or checkpoint file")],
+    out: Annotated[str | None, typer.Option(help="the .onnx file (default: beside the checkpoint)")] = None,
+    opset: Annotated[int | None, typer.Option(help="ONNX opset version (default: the exporter's)")] = None,
+) -> None:
+    """Export a trained policy as an ONNX model (checked against podium's own actions with onnxruntime)."""
+    from podium.deploy import ExportError, export_onnx
+    from podium.store import CheckpointError
+
+    try:
+        written = export_onnx(path, out, opset=opset)
+    except (CheckpointError, ExportError, ValueError, ImportError) as exc:
+        raise _fail(str(exc.args[0] if exc.args else exc)) from exc
+    _say(f"ONNX model: {escape(str(written))}")
+    _say("[dim]input 'obs' float32 [batch, obs_dim]; output 'action'; checked with onnxruntime[/]")
+
+
+def _warn_exposed(host: str, what: str) -> None:
+    from podium.deploy.serve import is_loopback
+
+    if not is_loopback(host):
+        _say(
+            f"[bold yellow]warning:[/] {what} listens on {escape(host)} without authentication: anyone who can "
+            "reach that address can use it. Keep it on 127.0.0.1 and tunnel (ssh -L), or put it behind a proxy."
+        )
+
+
+@app.command("serve")
+def serve_command(
+    path: Annotated[str, typer.Argument(help="run directory (uses its best checkpoint) or checkpoint file")],
+    host: Annotated[str, typer.Option(help="address to listen on (loopback by default)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port", min=1, max=65535)] = 8000,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps")] = "cpu",
+) -> None:
+    """Serve a trained policy over HTTP: POST /act {"obs": [...]} answers {"action": [...]}."""
+    from podium.deploy import make_app
+    from podium.store import CheckpointError
+
+    try:
+        application = make_app(path, device=device)
+    except (CheckpointError, ValueError, ImportError) as exc:
+        raise _fail(str(exc.args[0] if exc.args else exc)) from exc
+    import uvicorn
+
+    _warn_exposed(host, "the policy server")
+    _say(f"serving {escape(application.title)} on http://{escape(host)}:{port}  (docs: /docs; Ctrl-C stops)")
+    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+
 # --------------------------------------------------------------------------- tournament
 def _tournament_errors() -> tuple[type[BaseException], ...]:
     from podium.config import ConfigError

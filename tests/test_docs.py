@@ -11,10 +11,12 @@
   ``"seconds": N``, ``seconds: N``, in the blocks and in the copied examples) becomes
   ``min(N, PODIUM_DOCS_SECONDS)`` (default 3), ``snapshot_every`` to half that and ``steps`` is capped
   at 1024 times it. ``PODIUM_DOCS_SECONDS=0`` runs the docs at their full length.
-* Lines that set up the machine (``make ...``) are not run: they install the environment this test
-  runs in. A block that needs an optional package that is missing is skipped, naming the package; a
-  block that runs a benchmark (``python benchmarks/...``, minutes by design) only with
-  ``PODIUM_DOCS_BENCH=1``; a chain that trains MuJoCo pods only with ``-m slow`` (``make test-slow``).
+* Lines that set up the machine (``make ...``, ``pip install ...``) are not run: they install the environment this
+  test runs in. A server (``podium serve``, ``podium dashboard``) runs in a subprocess on a free port of 127.0.0.1
+  until it answers, then gets a Ctrl-C and must exit cleanly. A block that needs an optional package that is
+  missing is skipped, naming the package; a block that runs a benchmark (``python benchmarks/...``, minutes by
+  design) only with ``PODIUM_DOCS_BENCH=1``; a chain that trains MuJoCo pods only with ``-m slow``
+  (``make test-slow``).
 """
 
 from __future__ import annotations
@@ -155,9 +157,11 @@ def run_bash(block: Block, cwd: Path) -> None:
     runner = CliRunner()
     for argv in commands(shorten(block.text)):
         what = f"{block.where}: {shlex.join(argv)}"
-        if argv[0] == "make":
+        if argv[0] == "make" or argv[:2] == ["pip", "install"]:
             continue  # sets up the machine this test runs on
-        if argv[0] == "podium":
+        if argv[:2] in (["podium", "serve"], ["podium", "dashboard"]):
+            run_server(argv, cwd, what)
+        elif argv[0] == "podium":
             result = runner.invoke(app, argv[1:], env={"COLUMNS": "200"})
             assert result.exit_code == 0, f"{what} exited {result.exit_code}:\n{result.output}"
         elif argv[0] == "python":
@@ -165,6 +169,43 @@ def run_bash(block: Block, cwd: Path) -> None:
             assert done.returncode == 0, f"{what} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
         else:
             pytest.fail(f"{what}: the docs test does not know how to run {argv[0]!r}; teach it or change the docs")
+
+
+def run_server(argv: list[str], cwd: Path, what: str) -> None:
+    """Start a server command on a free loopback port, wait until it answers HTTP, stop it with Ctrl-C."""
+    import signal
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+
+    assert "--port" not in argv and "--host" not in argv, f"{what}: the docs test picks the address"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [sys.executable, "-m", "podium.cli", *argv[1:], "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, f"{what} exited {proc.returncode}:\n{proc.communicate()[0]}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as reply:
+                    assert reply.status == 200
+                break
+            except urllib.error.HTTPError as exc:  # it answers (a server with no page at /: 404)
+                assert exc.code == 404, f"{what}: GET / answered {exc.code}"
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"{what} did not answer on 127.0.0.1:{port} within 60 s"
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        output = proc.communicate(timeout=30)[0]
+        assert proc.returncode == 0, f"{what} exited {proc.returncode} after Ctrl-C:\n{output}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def run_yaml(block: Block, cwd: Path) -> None:
@@ -242,6 +283,7 @@ NAMESPACES = (
     "podium.tournament",
     "podium.finance",
     "podium.config",
+    "podium.deploy",
     "gymnasium",
     "gymnasium.vector",
     "builtins",

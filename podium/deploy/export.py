@@ -1,0 +1,205 @@
+"""ONNX export: a trained policy as one graph that runs without podium, torch or Python.
+
+``export_onnx("runs/pendulum")`` writes ``runs/pendulum/checkpoints/best.onnx``: the deterministic policy of
+the run's best snapshot, with everything between an observation and an action inside the graph (the
+observation normaliser's statistics, the networks, the squashing and the scaling to the env's action bounds,
+or the argmax for discrete actions). Any ONNX runtime runs it: onnxruntime in Python, C++, C# or JavaScript,
+TensorRT, a phone.
+
+The graph has one input and one output:
+
+* ``obs``: float32 ``[batch, obs_dim]``, the observations as the env gives them (a Discrete observation space:
+  its one-hot vectors ``[batch, n]``); ``batch`` is dynamic (1 and up).
+* ``action``: float32 ``[batch, act_dim]`` in the env's units (a Box action space), or int64 ``[batch]`` (Discrete).
+
+Before returning, the file is run by onnxruntime on observations drawn from the observation space and its
+actions are compared with podium's own (:class:`~podium.api.Policy`); a graph that disagrees is not kept.
+The model's metadata (``onnx.load(path).metadata_props``) names the env, the algorithm, the checkpoint and the
+podium version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import podium
+from podium.api import Ensemble, Policy, load
+from podium.deploy import require
+
+__all__ = ["ExportError", "export_onnx"]
+
+CHECK_OBSERVATIONS = 256
+"""Observations the exported graph is checked on against podium's own policy."""
+ATOL = 1e-4
+"""Largest difference allowed between onnxruntime's and torch's continuous actions, per unit of action scale."""
+
+
+class ExportError(RuntimeError):
+    """The policy could not be exported, or the exported graph does not act as the policy does."""
+
+
+class _Deterministic(torch.nn.Module):
+    """One policy's deterministic action as a module. Its agent's networks are registered as submodules, so
+    the exporter sees their weights as parameters (the agent itself is not a module)."""
+
+    def __init__(self, policy: Policy) -> None:
+        super().__init__()
+        self.agent = policy.agent
+        for name, value in vars(policy.agent).items():
+            if isinstance(value, torch.nn.Module):
+                self.add_module(name, value)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.agent.act(obs, deterministic=True)
+
+
+class _EnsembleModule(torch.nn.Module):
+    """An :class:`~podium.api.Ensemble`'s rule in torch: the mean of the members' continuous actions, or the
+    discrete action most members pick (a tie goes to the first member)."""
+
+    def __init__(self, ensemble: Ensemble) -> None:
+        super().__init__()
+        self.members = torch.nn.ModuleList(_Deterministic(m) for m in ensemble.members)
+        first = ensemble.members[0].agent
+        self.discrete, self.n = first.discrete, first.action_dim
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        actions = torch.stack([m(obs) for m in self.members])  # [K, B] or [K, B, A]
+        if not self.discrete:
+            return actions.mean(0)
+        one_hot = torch.nn.functional.one_hot(actions, self.n).float()  # [K, B, n]
+        return (one_hot.sum(0) + 0.5 * one_hot[0]).argmax(-1)
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """The exporter's notes on optional torchvision operators and deprecations are not the user's business."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _sample_observations(policy: Policy, count: int, seed: int) -> np.ndarray:
+    """``count`` observations ``[count, obs_dim]`` float32 drawn from the agent's observation space
+    (unbounded dimensions: standard normal; bounded ones: uniform inside the bounds)."""
+    space = policy.agent.observation_space
+    space.seed(seed)
+    return np.stack([space.sample() for _ in range(count)]).astype(np.float32)
+
+
+def _check(path: Path, module: torch.nn.Module, policy: Policy, discrete: bool, scale: float) -> None:
+    """Run ``path`` with onnxruntime and compare its actions with the torch module's; raise ExportError."""
+    ort = require("onnxruntime", "checking an ONNX export")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for count in (CHECK_OBSERVATIONS, 1):  # a batch, and the single row a controller sends
+        obs = _sample_observations(policy, count, seed=count)
+        (got,) = session.run(["action"], {"obs": obs})
+        with torch.no_grad():
+            want = module(torch.as_tensor(obs, device=policy.agent.device)).cpu().numpy()
+        if got.shape != want.shape:
+            raise ExportError(f"the ONNX graph returned actions of shape {got.shape}, podium {want.shape}")
+        if discrete:
+            wrong = int((got != want).sum())
+            if wrong:
+                raise ExportError(f"the ONNX graph picked another action than podium on {wrong} of {count} inputs")
+        else:
+            worst = float(np.abs(got - want).max())
+            if not worst <= ATOL * scale:
+                raise ExportError(
+                    f"the ONNX graph's actions differ from podium's by up to {worst:.3g} (allowed {ATOL * scale:.3g})"
+                )
+
+
+def export_onnx(
+    policy: Policy | Ensemble | str | Path,
+    path: str | Path | None = None,
+    *,
+    opset: int | None = None,
+) -> Path:
+    """Write ``policy``'s deterministic action as an ONNX model and check it with onnxruntime.
+
+    Args:
+        policy: a :class:`~podium.api.Policy` or :class:`~podium.api.Ensemble` (e.g. a tournament's top 3), or
+            a run directory or checkpoint file (loaded with :func:`podium.load` on the CPU).
+        path: the ``.onnx`` file to write. Default: beside the checkpoint, with its name
+            (``RUN/checkpoints/best.onnx``).
+        opset: the ONNX opset version; default: the exporter's.
+
+    Returns:
+        The path written.
+
+    Raises:
+        ExportError: the exporter failed, or the graph's actions differ from podium's (nothing is kept).
+        CheckpointError: ``policy`` names a missing, corrupt or foreign checkpoint.
+        ImportError: the ``deploy`` extra is missing (``pip install 'podium[deploy]'``).
+    """
+    onnx = require("onnx", "export_onnx")
+    require("onnxscript", "export_onnx")
+    if isinstance(policy, str | Path):
+        policy = load(policy)
+    if isinstance(policy, Ensemble):
+        module: torch.nn.Module = _EnsembleModule(policy)
+        first, sources = policy.members[0], [str(m.path) for m in policy.members]
+    elif isinstance(policy, Policy):
+        module, first, sources = _Deterministic(policy), policy, [str(policy.path)]
+    else:
+        raise TypeError(f"export_onnx takes a Policy, an Ensemble or a path, got {type(policy).__name__}")
+    agent = first.agent
+    out = Path(path) if path is not None else first.path.with_suffix(".onnx")
+    if out.suffix != ".onnx":
+        raise ValueError(f"path: an ONNX model's file name ends in .onnx, got {str(out)!r}")
+    if out.is_dir():
+        raise ValueError(f"path: {out} is a directory; give the file to write, e.g. {out / 'policy.onnx'}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    module = module.eval()
+    example = torch.as_tensor(_sample_observations(first, 2, seed=0), device=agent.device)
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with _quiet_exporter():
+            torch.onnx.export(
+                module,
+                (example,),
+                str(partial),
+                input_names=["obs"],
+                output_names=["action"],
+                dynamic_shapes=({0: torch.export.Dim("batch", min=1)},),
+                opset_version=opset,
+                dynamo=True,
+                external_data=False,  # one self-contained file (a policy's weights are small)
+                verbose=False,
+            )
+        model = onnx.load(str(partial))
+        meta = {
+            "podium_version": podium.__version__,
+            "env": first.spec.env,
+            "algo": agent.name,
+            "checkpoints": "\n".join(sources),
+            "observation": f"float32 [batch, {agent.obs_dim}]",
+            "action": "int64 [batch]" if agent.discrete else f"float32 [batch, {agent.action_dim}]",
+        }
+        onnx.helper.set_model_props(model, meta)
+        model.doc_string = f"podium {agent.name} policy for {first.spec.env} (deterministic)"
+        onnx.save(model, str(partial))
+        scale = 1.0 if agent.discrete else 1.0 + float(agent.action_scale.abs().max())
+        _check(partial, module, first, agent.discrete, scale)
+        partial.replace(out)
+    except ExportError:
+        raise
+    except Exception as exc:  # the exporter's own errors are many and deep: name the policy and the cause
+        raise ExportError(f"exporting {first.path} to ONNX failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+    return out

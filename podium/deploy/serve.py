@@ -1,0 +1,161 @@
+"""A trained policy over HTTP: ``podium serve RUN`` answers ``POST /act`` with the policy's actions.
+
+Endpoints (JSON):
+
+* ``POST /act`` ``{"obs": [...], "deterministic": true}`` -> ``{"action": [...]}``. ``obs`` is one observation
+  (``[obs_dim]``; an int for a Discrete observation space) or a batch (``[B, obs_dim]``; ``[B]`` ints), as
+  :meth:`podium.Policy.act` takes; ``action`` has the same batch form: a list of floats per observation
+  (Box actions, in the env's units) or an int (Discrete). A bad observation is answered 422 with what is wrong.
+* ``GET /info``: the env, the algorithm, the checkpoint's file name, the observation and action spaces.
+* ``GET /health``: ``{"status": "ok"}`` once the policy is loaded (for a load balancer or a Kubernetes probe).
+
+The server binds 127.0.0.1 unless told otherwise. It has no authentication: bind another address only on a
+network where everyone who can reach the port may use the policy, or put it behind a proxy that checks.
+Requests are answered one at a time (a policy's forward pass takes microseconds to a millisecond on the
+CPU); batch observations in one request for throughput.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict
+
+import podium
+from podium.api import Ensemble, Policy, load
+from podium.deploy import require
+
+__all__ = ["MAX_BATCH", "ActRequest", "is_loopback", "make_app", "serve"]
+
+MAX_BATCH = 65536
+"""The most observations one ``POST /act`` may carry (a larger body is refused with 413)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _as_observations(obs: Any) -> np.ndarray:
+    """The JSON ``obs`` as a numeric array; ValueError for strings, ragged lists, non-finite numbers."""
+    if isinstance(obs, bool) or obs is None:
+        raise ValueError(f"obs must be numbers: one observation or a list of them, got {obs!r}")
+    try:
+        arr = np.asarray(obs)
+    except ValueError as exc:  # ragged: rows of different lengths
+        raise ValueError("obs: every observation of a batch must have the same length") from exc
+    if arr.dtype == object:
+        raise ValueError("obs: every observation of a batch must have the same length")
+    if arr.dtype.kind not in "iuf" or arr.size == 0:
+        raise ValueError(f"obs must be numbers: one observation or a list of them, got {str(obs)[:80]}")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise ValueError("obs holds NaN or infinity; a policy needs finite observations")
+    return arr
+
+
+class ActRequest(BaseModel):
+    """The body of ``POST /act``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    obs: Any
+    """One observation or a batch of them (numbers, nested lists)."""
+    deterministic: bool = True
+    """The policy's best action (true) or a sample of its exploring distribution (false)."""
+
+
+def _to_json(action: Any) -> Any:
+    return action.tolist() if isinstance(action, np.ndarray) else action
+
+
+def make_app(policy: Policy | Ensemble | str | Path, device: str = "cpu", max_batch: int = MAX_BATCH) -> Any:
+    """A FastAPI application that serves ``policy`` (see the module's docstring for its endpoints).
+
+    Args:
+        policy: a :class:`~podium.api.Policy` or :class:`~podium.api.Ensemble`, or a run directory or checkpoint
+            file (loaded with :func:`podium.load` on ``device``).
+        device: where a policy given by path runs (``"cpu"``, ``"cuda"``).
+        max_batch: the most observations a request may carry.
+
+    Raises:
+        CheckpointError: a path that holds no podium checkpoint (before any server starts).
+        ImportError: the ``deploy`` extra is missing.
+    """
+    fastapi = require("fastapi", "podium serve")
+    if isinstance(policy, str | Path):
+        policy = load(policy, device=device)
+    first = policy.members[0] if isinstance(policy, Ensemble) else policy
+    agent = first.agent
+    lock = threading.Lock()  # one forward pass at a time: the agent's random generator is not thread-safe
+
+    app = fastapi.FastAPI(
+        title=f"podium policy: {agent.name} on {first.spec.env}",
+        version=podium.__version__,
+        description=__doc__,
+    )
+    info = {
+        "env": first.spec.env,
+        "algo": agent.name,
+        "checkpoints": [p.path.name for p in (policy.members if isinstance(policy, Ensemble) else [policy])],
+        "observation_space": repr(agent.observation_space),
+        "obs_dim": agent.obs_dim,
+        "action_space": repr(agent.action_space),
+        "discrete_actions": agent.discrete,
+        "podium_version": podium.__version__,
+    }
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/info")
+    def get_info() -> dict[str, Any]:
+        return info
+
+    @app.post("/act")
+    def act(request: ActRequest) -> dict[str, Any]:
+        try:
+            obs = _as_observations(request.obs)
+        except ValueError as exc:
+            raise fastapi.HTTPException(status_code=422, detail=str(exc)) from None
+        rows = obs.shape[0] if obs.ndim else 1
+        if rows > max_batch:
+            raise fastapi.HTTPException(
+                status_code=413, detail=f"obs: {rows} observations in one request, at most {max_batch}"
+            )
+        try:
+            with lock, torch.inference_mode():
+                action = policy.act(obs, deterministic=request.deterministic)
+        except ValueError as exc:  # Policy.act names the shape or the value that is wrong
+            raise fastapi.HTTPException(status_code=422, detail=str(exc)) from None
+        return {"action": _to_json(action)}
+
+    return app
+
+
+def serve(
+    policy: Policy | Ensemble | str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    device: str = "cpu",
+    log_level: str = "info",
+) -> None:
+    """Serve ``policy`` over HTTP until interrupted (Ctrl-C). See :func:`make_app` for the arguments.
+
+    Raises:
+        ValueError: a port outside 1-65535.
+    """
+    uvicorn = require("uvicorn", "podium serve")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"port must be a whole number from 1 to 65535, got {port!r}")
+    app = make_app(policy, device=device)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)

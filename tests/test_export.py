@@ -1,0 +1,163 @@
+"""ONNX export (podium/deploy/export.py): the exported graph, run by onnxruntime, acts as podium's policy does on
+real env observations, for every algorithm, an ensemble and a Discrete observation space; its names, types,
+dynamic batch and metadata; a graph that disagrees is not kept; bad paths are refused; the CLI command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import podium
+from podium.cli import app
+from podium.deploy import ExportError, export_onnx
+from podium.deploy import export as export_module
+from podium.store import CheckpointError
+
+ort = pytest.importorskip("onnxruntime", reason="the deploy extra: pip install 'podium[deploy]'")
+onnx = pytest.importorskip("onnx", reason="the deploy extra: pip install 'podium[deploy]'")
+
+FAST = {"tensorboard": False, "eval_episodes": 4, "eval_mode": "inline", "progress": False}
+CASES = [  # every algorithm, on every kind of action space it supports
+    ("Pendulum-v1", "ppo"),
+    ("CartPole-v1", "ppo"),
+    ("Pendulum-v1", "sac"),
+    ("Pendulum-v1", "td3"),
+    ("MountainCarContinuous-v0", "ddpg"),
+    ("CartPole-v1", "dqn"),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for env, algo in CASES:
+        report = podium.train(env, algo, steps=1024, seed=1, run_dir=root / f"{algo}-{env}", **FAST)
+        out[env, algo] = Path(report.run_dir)
+    return out
+
+
+def _env_observations(env_id: str, count: int) -> np.ndarray:
+    """``count`` observations ``[count, obs_dim]`` from gymnasium's own env, visited by random actions."""
+    env = gym.make(env_id)
+    obs, _ = env.reset(seed=123)
+    env.action_space.seed(123)
+    rows = []
+    for _ in range(count):
+        rows.append(obs)
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            obs, _ = env.reset()
+    env.close()
+    return np.asarray(rows, dtype=np.float32)
+
+
+@pytest.mark.parametrize(("env_id", "algo"), CASES, ids=[f"{a}-{e}" for e, a in CASES])
+def test_the_onnx_graph_acts_as_the_policy_on_the_envs_observations(
+    runs: dict[tuple[str, str], Path], env_id: str, algo: str
+) -> None:
+    run = runs[env_id, algo]
+    path = export_onnx(run)
+    assert path == run / "checkpoints" / "best.onnx"
+    policy = podium.load(run)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (inp,), (out,) = session.get_inputs(), session.get_outputs()
+    assert (inp.name, inp.type, out.name) == ("obs", "tensor(float)", "action")
+    assert out.type == ("tensor(int64)" if policy.agent.discrete else "tensor(float)")
+    obs = _env_observations(env_id, 300)
+    for batch in (obs, obs[:1], obs[:37]):  # the batch dimension is dynamic
+        (got,) = session.run(None, {"obs": batch})
+        want = policy.act(batch)
+        assert got.shape == want.shape
+        if policy.agent.discrete:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, atol=1e-5)
+            assert np.abs(want).max() > 0  # a real policy, not zeros
+    meta = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert meta["env"] == env_id and meta["algo"] == algo and meta["podium_version"] == podium.__version__
+    assert meta["checkpoints"] == str(run / "checkpoints" / "best.pt")
+
+
+def test_the_observation_normaliser_is_inside_the_graph(tmp_path: Path) -> None:
+    hparams = {"normalize_obs": True}
+    report = podium.train("Pendulum-v1", "ppo", steps=1024, seed=1, run_dir=tmp_path / "run", hparams=hparams, **FAST)
+    policy = podium.load(report.run_dir)
+    norm = policy.agent.obs_rms
+    assert float(norm.mean.abs().max()) > 0
+    path = export_onnx(policy, tmp_path / "ppo.onnx")
+    obs = _env_observations("Pendulum-v1", 64)
+    (got,) = ort.InferenceSession(str(path)).run(None, {"obs": obs})
+    np.testing.assert_allclose(got, policy.act(obs), atol=1e-5)
+    norm.mean.add_(1.0)  # the graph holds the statistics it was exported with
+    assert np.abs(policy.act(obs) - got).max() > 1e-3
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "CartPole-v1"])
+def test_an_ensemble_exports_its_mean_or_its_vote(
+    runs: dict[tuple[str, str], Path], tmp_path: Path, env_id: str
+) -> None:
+    algos = ("ppo", "sac", "td3") if env_id == "Pendulum-v1" else ("ppo", "dqn", "ppo")
+    ensemble = podium.load_ensemble([runs[env_id, a] for a in algos])
+    path = export_onnx(ensemble, tmp_path / "ensemble.onnx")
+    obs = _env_observations(env_id, 200)
+    (got,) = ort.InferenceSession(str(path)).run(None, {"obs": obs})
+    want = ensemble.act(obs)
+    if env_id == "CartPole-v1":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, atol=1e-5)
+        member = ensemble.members[0].act(obs)
+        assert np.abs(member - want).max() > 1e-3  # the mean, not the first member
+    meta = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    assert len(meta["checkpoints"].splitlines()) == 3
+
+
+def test_discrete_observations_are_one_hot_vectors(tmp_path: Path) -> None:
+    report = podium.train("FrozenLake-v1", "dqn", steps=512, seed=0, run_dir=tmp_path / "lake", **FAST)
+    policy = podium.load(report.run_dir)
+    path = export_onnx(policy)
+    states = np.arange(16)
+    (got,) = ort.InferenceSession(str(path)).run(None, {"obs": np.eye(16, dtype=np.float32)})
+    np.testing.assert_array_equal(got, policy.act(states))
+
+
+def test_a_graph_that_disagrees_with_the_policy_is_not_kept(
+    runs: dict[tuple[str, str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(export_module, "ATOL", -1.0)  # no difference passes
+    out = tmp_path / "policy.onnx"
+    with pytest.raises(ExportError, match="differ from podium's"):
+        export_onnx(runs["Pendulum-v1", "sac"], out)
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its partial write
+
+
+def test_the_file_stands_alone(runs: dict[tuple[str, str], Path]) -> None:
+    path = export_onnx(runs["Pendulum-v1", "sac"])
+    assert sorted(p.name for p in path.parent.iterdir() if p.suffix != ".pt") == ["best.onnx"]
+
+
+def test_bad_paths_are_refused(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    run = runs["Pendulum-v1", "td3"]
+    with pytest.raises(ValueError, match=r"ends in \.onnx"):
+        export_onnx(run, tmp_path / "policy.pt")
+    (tmp_path / "dir.onnx").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        export_onnx(run, tmp_path / "dir.onnx")
+    with pytest.raises(CheckpointError, match="podium run directory"):
+        export_onnx(tmp_path)
+    with pytest.raises(TypeError, match="Policy, an Ensemble or a path"):
+        export_onnx(42)  # type: ignore[arg-type]
+
+
+def test_the_cli_exports_and_names_the_file(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    out = tmp_path / "cartpole.onnx"
+    result = CliRunner().invoke(app, ["export", str(runs["CartPole-v1", "dqn"]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert str(out) in result.output and out.is_file()
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "error:" in result.output

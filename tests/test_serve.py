@@ -1,0 +1,190 @@
+"""The policy server (podium/deploy/serve.py), run as a real uvicorn server on 127.0.0.1: its actions are the
+policy's, for one observation and a batch, continuous and discrete; bad observations get a 422 that says what is
+wrong, oversized batches a 413; /info and /health; the CLI command starts, answers and stops on Ctrl-C, and
+refuses a path without a checkpoint before it listens."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import podium
+from podium.cli import app as cli_app
+from podium.deploy import make_app
+from podium.deploy.serve import is_loopback
+
+httpx = pytest.importorskip("httpx", reason="the test extra")
+uvicorn = pytest.importorskip("uvicorn", reason="the deploy extra: pip install 'podium[deploy]'")
+
+FAST = {"tensorboard": False, "eval_episodes": 4, "eval_mode": "inline", "progress": False}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "pendulum": Path(podium.train("Pendulum-v1", "td3", steps=1024, seed=0, run_dir=root / "p", **FAST).run_dir),
+        "cartpole": Path(podium.train("CartPole-v1", "ppo", steps=1024, seed=0, run_dir=root / "c", **FAST).run_dir),
+    }
+
+
+class _Server:
+    """A uvicorn server on 127.0.0.1 and a free port, in a thread."""
+
+    def __init__(self, application: object) -> None:
+        config = uvicorn.Config(application, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> httpx.Client:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "the server did not start"
+            time.sleep(0.02)
+        (sock,) = [s for server in self.server.servers for s in server.sockets]
+        host, port = sock.getsockname()[:2]
+        assert host == "127.0.0.1"
+        self.client = httpx.Client(base_url=f"http://{host}:{port}", timeout=10)
+        return self.client
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(10)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def pendulum(runs: dict[str, Path]) -> Iterator[httpx.Client]:
+    with _Server(make_app(runs["pendulum"], max_batch=100)) as client:
+        yield client
+
+
+def test_actions_are_the_policys_for_one_observation_and_a_batch(runs: dict[str, Path], pendulum: httpx.Client) -> None:
+    policy = podium.load(runs["pendulum"])
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(20, 3)).astype(np.float32)
+    reply = pendulum.post("/act", json={"obs": obs.tolist()})
+    assert reply.status_code == 200
+    got = np.asarray(reply.json()["action"], dtype=np.float32)
+    np.testing.assert_allclose(got, policy.act(obs), atol=1e-6)
+    assert got.shape == (20, 1)
+    single = pendulum.post("/act", json={"obs": obs[0].tolist()}).json()["action"]
+    np.testing.assert_allclose(single, policy.act(obs[0]), atol=1e-6)
+    assert len(single) == 1 and isinstance(single[0], float)
+
+
+def test_exploring_actions_are_samples_inside_the_bounds(pendulum: httpx.Client) -> None:
+    obs = [[1.0, 0.0, 0.0]] * 50
+    deterministic = pendulum.post("/act", json={"obs": obs}).json()["action"]
+    sampled = np.asarray(pendulum.post("/act", json={"obs": obs, "deterministic": False}).json()["action"])
+    assert len({round(a[0], 6) for a in deterministic}) == 1
+    assert sampled.std() > 0 and np.all(np.abs(sampled) <= 2.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        ({"obs": [1.0, 2.0]}, 422, "shape [3]"),
+        ({"obs": [[1, 2, 3], [1, 2]]}, 422, "same length"),
+        ({"obs": "hello"}, 422, "must be numbers"),
+        ({"obs": None}, 422, "must be numbers"),
+        ({"obs": []}, 422, "must be numbers"),
+        ({"obs": [[0.0, 0.0, 0.0]] * 101}, 413, "at most 100"),
+        ({"observation": [0, 0, 0]}, 422, "obs"),
+    ],
+    ids=["shape", "ragged", "string", "null", "empty", "too-many", "misnamed"],
+)
+def test_bad_observations_are_answered_with_what_is_wrong(
+    pendulum: httpx.Client, body: dict[str, object], status: int, says: str
+) -> None:
+    reply = pendulum.post("/act", json=body)
+    assert reply.status_code == status
+    assert says in str(reply.json()["detail"])
+
+
+def test_non_finite_observations_are_refused(pendulum: httpx.Client) -> None:
+    reply = pendulum.post("/act", content=b'{"obs": [NaN, 0, 0]}', headers={"content-type": "application/json"})
+    assert reply.status_code == 422 and "NaN or infinity" in reply.json()["detail"]
+
+
+def test_info_and_health(pendulum: httpx.Client) -> None:
+    assert pendulum.get("/health").json() == {"status": "ok"}
+    info = pendulum.get("/info").json()
+    assert info["env"] == "Pendulum-v1" and info["algo"] == "td3" and info["obs_dim"] == 3
+    assert info["checkpoints"] == ["best.pt"] and not info["discrete_actions"]
+
+
+def test_discrete_actions_are_ints_and_an_ensemble_is_served(runs: dict[str, Path]) -> None:
+    ensemble = podium.load_ensemble([runs["cartpole"], runs["cartpole"]])
+    obs = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
+    with _Server(make_app(ensemble)) as client:
+        batch = client.post("/act", json={"obs": obs.tolist()}).json()["action"]
+        single = client.post("/act", json={"obs": obs[3].tolist()}).json()["action"]
+        assert client.get("/info").json()["checkpoints"] == ["best.pt", "best.pt"]
+    assert batch == ensemble.act(obs).tolist() and all(isinstance(a, int) for a in batch)
+    assert single == batch[3]
+
+
+def test_a_server_off_loopback_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    from podium.cli import _warn_exposed
+
+    _warn_exposed("127.0.0.1", "the policy server")
+    assert capsys.readouterr().out == ""
+    _warn_exposed("0.0.0.0", "the policy server")
+    assert "without authentication" in capsys.readouterr().out
+
+
+def test_is_loopback() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1") and is_loopback("127.3.0.1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5") and not is_loopback("example.org")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_cli_serves_until_ctrl_c(runs: dict[str, Path]) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "podium.cli", "serve", str(runs["cartpole"]), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                reply = httpx.post(f"http://127.0.0.1:{port}/act", json={"obs": [0.0, 0.0, 0.0, 0.0]}, timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "the server did not answer within 60 s"
+                time.sleep(0.2)
+        assert reply.status_code == 200 and reply.json()["action"] in (0, 1)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output
+    assert f"http://127.0.0.1:{port}" in output and "warning" not in output
+
+
+def test_the_cli_refuses_a_run_without_a_checkpoint_before_listening(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli_app, ["serve", str(tmp_path)])
+    assert result.exit_code == 2 and "podium run directory" in result.output and "serving" not in result.output
