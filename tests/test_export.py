@@ -28,6 +28,7 @@ CASES = [  # every algorithm, on every kind of action space it supports
     ("Pendulum-v1", "td3"),
     ("MountainCarContinuous-v0", "ddpg"),
     ("CartPole-v1", "dqn"),
+    ("Acrobot-v1", "d3qn"),
 ]
 
 
