@@ -227,19 +227,22 @@ def eval_command(
 
 
 # --------------------------------------------------------------------------- deployment
+_DEPLOY_PATH = "pod run directory (its best checkpoint), checkpoint file, or tournament run directory (its champion)"
+
+
 @app.command("export")
 def export_command(
-    path: Annotated[str, typer.Argument(help="run directory (uses its best checkpoint) or checkpoint file")],
+    path: Annotated[str, typer.Argument(help=_DEPLOY_PATH)],
     out: Annotated[str | None, typer.Option(help="the .onnx file (default: beside the checkpoint)")] = None,
+    top_k: Annotated[int, typer.Option(help="a tournament's best K as one ensemble policy", min=1)] = 1,
     opset: Annotated[int | None, typer.Option(help="ONNX opset version (default: the exporter's)")] = None,
 ) -> None:
     """Export a trained policy as an ONNX model (checked against podium's own actions with onnxruntime)."""
     from podium.deploy import ExportError, export_onnx
-    from podium.store import CheckpointError
 
     try:
-        written = export_onnx(path, out, opset=opset)
-    except (CheckpointError, ExportError, ValueError, ImportError) as exc:
+        written = export_onnx(path, out, top_k=top_k, opset=opset)
+    except (*_tournament_errors(), ExportError, ValueError, ImportError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
     _say(f"ONNX model: {escape(str(written))}")
     _say("[dim]input 'obs' float32 [batch, obs_dim]; output 'action'; checked with onnxruntime[/]")
@@ -257,18 +260,18 @@ def _warn_exposed(host: str, what: str) -> None:
 
 @app.command("serve")
 def serve_command(
-    path: Annotated[str, typer.Argument(help="run directory (uses its best checkpoint) or checkpoint file")],
+    path: Annotated[str, typer.Argument(help=_DEPLOY_PATH)],
     host: Annotated[str, typer.Option(help="address to listen on (loopback by default)")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port", min=1, max=65535)] = 8000,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps")] = "cpu",
+    top_k: Annotated[int, typer.Option(help="a tournament's best K as one ensemble policy", min=1)] = 1,
 ) -> None:
     """Serve a trained policy over HTTP: POST /act {"obs": [...]} answers {"action": [...]}."""
     from podium.deploy import make_app
-    from podium.store import CheckpointError
 
     try:
-        application = make_app(path, device=device)
-    except (CheckpointError, ValueError, ImportError) as exc:
+        application = make_app(path, device=device, top_k=top_k)
+    except (*_tournament_errors(), ValueError, ImportError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
     import uvicorn
 

@@ -353,6 +353,10 @@ class TournamentDir:
     def champion_plot(self) -> Path:
         return self.root / "champion.png"
 
+    def exported(self, top_k: int) -> Path:
+        """Where ``podium export`` writes the leaderboard's best policy (``top_k`` 1) or its top-k ensemble."""
+        return self.root / ("champion.onnx" if top_k == 1 else f"top{top_k}.onnx")
+
     def holds_tournament(self) -> bool:
         return self.meta.is_file()
 

@@ -162,3 +162,58 @@ def test_the_cli_exports_and_names_the_file(runs: dict[tuple[str, str], Path], t
     assert str(out) in result.output and out.is_file()
     result = CliRunner().invoke(app, ["export", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "error:" in result.output
+
+
+@pytest.fixture(scope="module")
+def tournament_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished inline tournament of tiny CartPole pods whose leaderboard holds three entries."""
+    from podium.tournament import tournament
+
+    path = tmp_path_factory.mktemp("tournament") / "run"
+    pod = {"steps": 1024, "eval_every": 1024, "eval_episodes": 4, "tensorboard": False, "num_envs": 16}
+    tournament(
+        run_dir=path,
+        progress=False,
+        env="CartPole-v1",
+        algos={"ppo": 1, "dqn": 1},
+        pod=pod,
+        backend="inline",
+        steps=4 * 1024,
+        target=500.0,
+        leaderboard_size=3,
+        pool={"max": 1},
+    )
+    return path
+
+
+def test_a_tournament_exports_its_champion_or_its_top_k(tournament_dir: Path) -> None:
+    from podium.tournament import leaderboard
+
+    entries = leaderboard(tournament_dir)
+    assert len(entries) == 3
+    champion = export_onnx(tournament_dir)
+    assert champion == tournament_dir / "champion.onnx"
+    meta = {p.key: p.value for p in onnx.load(str(champion)).metadata_props}
+    assert meta["checkpoints"] == str(entries[0].checkpoint)
+    top3 = export_onnx(tournament_dir, top_k=3)
+    assert top3 == tournament_dir / "top3.onnx"
+    obs = _env_observations("CartPole-v1", 100)
+    (got,) = ort.InferenceSession(str(top3)).run(None, {"obs": obs})
+    np.testing.assert_array_equal(got, podium.load_ensemble([e.checkpoint for e in entries]).act(obs))
+    with pytest.warns(UserWarning, match="holds 3: using those"):
+        export_onnx(tournament_dir, tournament_dir / "top5.onnx", top_k=5)
+    result = CliRunner().invoke(app, ["export", str(tournament_dir), "--top-k", "2"])
+    assert result.exit_code == 0 and str(tournament_dir / "top2.onnx") in result.output
+
+
+def test_top_k_needs_a_tournament_and_an_ensemble_needs_a_file(
+    runs: dict[tuple[str, str], Path], tournament_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="holds one pod's policy"):
+        export_onnx(runs["CartPole-v1", "dqn"], top_k=2)
+    with pytest.raises(ValueError, match="at least 1"):
+        export_onnx(tournament_dir, top_k=0)
+    with pytest.raises(ValueError, match=r"give the \.onnx file"):
+        export_onnx(podium.load_ensemble([runs["CartPole-v1", "dqn"]] * 2))
+    with pytest.raises(ValueError, match="only a tournament's run directory"):
+        export_onnx(podium.load(runs["CartPole-v1", "dqn"]), tmp_path / "x.onnx", top_k=2)

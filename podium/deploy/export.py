@@ -30,8 +30,10 @@ import numpy as np
 import torch
 
 import podium
-from podium.api import Ensemble, Policy, load
+from podium.api import Ensemble, Policy
 from podium.deploy import require
+from podium.deploy.source import load_policy
+from podium.rundir import TournamentDir
 
 __all__ = ["ExportError", "export_onnx"]
 
@@ -127,15 +129,19 @@ def export_onnx(
     policy: Policy | Ensemble | str | Path,
     path: str | Path | None = None,
     *,
+    top_k: int = 1,
     opset: int | None = None,
 ) -> Path:
     """Write ``policy``'s deterministic action as an ONNX model and check it with onnxruntime.
 
     Args:
-        policy: a :class:`~podium.api.Policy` or :class:`~podium.api.Ensemble` (e.g. a tournament's top 3), or
-            a run directory or checkpoint file (loaded with :func:`podium.load` on the CPU).
+        policy: a :class:`~podium.api.Policy` or :class:`~podium.api.Ensemble`, or a path: a checkpoint file, a
+            pod run directory (its best snapshot) or a tournament run directory (its champion, or its top
+            ``top_k`` as an ensemble), loaded on the CPU.
         path: the ``.onnx`` file to write. Default: beside the checkpoint, with its name
-            (``RUN/checkpoints/best.onnx``).
+            (``RUN/checkpoints/best.onnx``); for a tournament, ``TOURNAMENT/champion.onnx`` or
+            ``TOURNAMENT/top3.onnx``. An Ensemble object needs one.
+        top_k: with a tournament's run directory: how many of its best entries act as one.
         opset: the ONNX opset version; default: the exporter's.
 
     Returns:
@@ -144,13 +150,21 @@ def export_onnx(
     Raises:
         ExportError: the exporter failed, or the graph's actions differ from podium's (nothing is kept).
         CheckpointError: ``policy`` names a missing, corrupt or foreign checkpoint.
+        ValueError: a bad ``path`` or ``top_k`` (see :func:`~podium.deploy.source.load_policy`).
         ImportError: the ``deploy`` extra is missing (``pip install 'podium[deploy]'``).
     """
     onnx = require("onnx", "export_onnx")
     require("onnxscript", "export_onnx")
+    default = None
     if isinstance(policy, str | Path):
-        policy = load(policy)
+        if TournamentDir(policy).holds_tournament():
+            default = TournamentDir(policy).exported(top_k)
+        policy = load_policy(policy, top_k)
+    elif top_k != 1:
+        raise ValueError("top_k: only a tournament's run directory is cut to its top k; pass an Ensemble instead")
     if isinstance(policy, Ensemble):
+        if path is None and default is None:
+            raise ValueError("path: give the .onnx file to write an ensemble to")
         module: torch.nn.Module = _EnsembleModule(policy)
         first, sources = policy.members[0], [str(m.path) for m in policy.members]
     elif isinstance(policy, Policy):
@@ -158,7 +172,7 @@ def export_onnx(
     else:
         raise TypeError(f"export_onnx takes a Policy, an Ensemble or a path, got {type(policy).__name__}")
     agent = first.agent
-    out = Path(path) if path is not None else first.path.with_suffix(".onnx")
+    out = Path(path) if path is not None else default or first.path.with_suffix(".onnx")
     if out.suffix != ".onnx":
         raise ValueError(f"path: an ONNX model's file name ends in .onnx, got {str(out)!r}")
     if out.is_dir():

@@ -27,8 +27,9 @@ import torch
 from pydantic import BaseModel, ConfigDict
 
 import podium
-from podium.api import Ensemble, Policy, load
+from podium.api import Ensemble, Policy
 from podium.deploy import require
+from podium.deploy.source import load_policy
 
 __all__ = ["MAX_BATCH", "ActRequest", "is_loopback", "make_app", "serve"]
 
@@ -77,22 +78,27 @@ def _to_json(action: Any) -> Any:
     return action.tolist() if isinstance(action, np.ndarray) else action
 
 
-def make_app(policy: Policy | Ensemble | str | Path, device: str = "cpu", max_batch: int = MAX_BATCH) -> Any:
+def make_app(
+    policy: Policy | Ensemble | str | Path, device: str = "cpu", max_batch: int = MAX_BATCH, top_k: int = 1
+) -> Any:
     """A FastAPI application that serves ``policy`` (see the module's docstring for its endpoints).
 
     Args:
-        policy: a :class:`~podium.api.Policy` or :class:`~podium.api.Ensemble`, or a run directory or checkpoint
-            file (loaded with :func:`podium.load` on ``device``).
+        policy: a :class:`~podium.api.Policy` or :class:`~podium.api.Ensemble`, or a path: a checkpoint file,
+            a pod run directory (its best snapshot) or a tournament run directory (its champion, or its top
+            ``top_k`` as an ensemble), loaded on ``device``.
         device: where a policy given by path runs (``"cpu"``, ``"cuda"``).
         max_batch: the most observations a request may carry.
+        top_k: with a tournament's run directory: how many of its best entries act as one.
 
     Raises:
         CheckpointError: a path that holds no podium checkpoint (before any server starts).
+        ValueError: a bad ``top_k``, an empty leaderboard.
         ImportError: the ``deploy`` extra is missing.
     """
     fastapi = require("fastapi", "podium serve")
     if isinstance(policy, str | Path):
-        policy = load(policy, device=device)
+        policy = load_policy(policy, top_k, device=device)
     first = policy.members[0] if isinstance(policy, Ensemble) else policy
     agent = first.agent
     lock = threading.Lock()  # one forward pass at a time: the agent's random generator is not thread-safe
@@ -148,6 +154,7 @@ def serve(
     port: int = 8000,
     device: str = "cpu",
     log_level: str = "info",
+    top_k: int = 1,
 ) -> None:
     """Serve ``policy`` over HTTP until interrupted (Ctrl-C). See :func:`make_app` for the arguments.
 
@@ -157,5 +164,5 @@ def serve(
     uvicorn = require("uvicorn", "podium serve")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise ValueError(f"port must be a whole number from 1 to 65535, got {port!r}")
-    app = make_app(policy, device=device)
+    app = make_app(policy, device=device, top_k=top_k)
     uvicorn.run(app, host=host, port=port, log_level=log_level)
