@@ -1,7 +1,8 @@
 # podium — the two commands of the README live here.
 #   make demo   create .venv, install podium, run the main job on the embedded default
 #   make test   install the test extras (and Debian's PostgreSQL server if missing, for the leaderboard
-#               tests, which start their own server on 127.0.0.1) and run the default test suite (what CI runs)
+#               tests, which start their own server on 127.0.0.1, and Debian's Chromium for the dashboard's
+#               browser test) and run the default test suite (what CI runs)
 # torch is installed first and pinned (a CPU wheel exists on our machines); override it, e.g.
 #   make demo TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
 PYTHON ?= python3
@@ -29,6 +30,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-chromium.sh
 	$(VENV)/bin/ruff check podium tests benchmarks
 	$(VENV)/bin/python -m pytest
 

@@ -227,6 +227,13 @@ def eval_command(
 
 
 # --------------------------------------------------------------------------- deployment
+def _reason(exc: BaseException) -> str:
+    """An error's message without Python's decorations (an OSError's errno, a KeyError's quotes)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc.args[0] if exc.args else exc)
+
+
 _DEPLOY_PATH = "pod run directory (its best checkpoint), checkpoint file, or tournament run directory (its champion)"
 
 
@@ -248,36 +255,37 @@ def export_command(
     _say("[dim]input 'obs' float32 [batch, obs_dim]; output 'action'; checked with onnxruntime[/]")
 
 
-def _warn_exposed(host: str, what: str) -> None:
-    from podium.deploy.serve import is_loopback
-
-    if not is_loopback(host):
-        _say(
-            f"[bold yellow]warning:[/] {what} listens on {escape(host)} without authentication: anyone who can "
-            "reach that address can use it. Keep it on 127.0.0.1 and tunnel (ssh -L), or put it behind a proxy."
-        )
-
-
 @app.command("serve")
 def serve_command(
     path: Annotated[str, typer.Argument(help=_DEPLOY_PATH)],
     host: Annotated[str, typer.Option(help="address to listen on (loopback by default)")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port", min=1, max=65535)] = 8000,
+    port: Annotated[int, typer.Option(help="TCP port (0: any free one)", min=0, max=65535)] = 8000,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps")] = "cpu",
     top_k: Annotated[int, typer.Option(help="a tournament's best K as one ensemble policy", min=1)] = 1,
 ) -> None:
     """Serve a trained policy over HTTP: POST /act {"obs": [...]} answers {"action": [...]}."""
-    from podium.deploy import make_app
+    from podium.deploy import serve_policy
 
     try:
-        application = make_app(path, device=device, top_k=top_k)
-    except (*_tournament_errors(), ValueError, ImportError) as exc:
-        raise _fail(str(exc.args[0] if exc.args else exc)) from exc
-    import uvicorn
+        serve_policy(path, host, port, device=device, top_k=top_k)
+    except (*_tournament_errors(), ValueError, ImportError, OSError) as exc:
+        raise _fail(_reason(exc)) from exc
 
-    _warn_exposed(host, "the policy server")
-    _say(f"serving {escape(application.title)} on http://{escape(host)}:{port}  (docs: /docs; Ctrl-C stops)")
-    uvicorn.run(application, host=host, port=port, log_level="warning")
+
+@app.command("dashboard")
+def dashboard_command(
+    run_dir: Annotated[str, typer.Argument(help="a tournament's run directory (or an empty one it will start in)")],
+    host: Annotated[str, typer.Option(help="address to listen on (loopback by default)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port (0: any free one)", min=0, max=65535)] = 8050,
+    db: Annotated[str | None, typer.Option(help="the leaderboard's database URL, if not the recorded one")] = None,
+) -> None:
+    """The live page of a tournament: status, leaderboard, pool, results and learning curves, redrawn every 2 s."""
+    from podium.deploy.dashboard import serve_dashboard
+
+    try:
+        serve_dashboard(run_dir, host, port, database_url=db)
+    except (*_tournament_errors(), ValueError, ImportError, OSError) as exc:
+        raise _fail(_reason(exc)) from exc
 
 
 # --------------------------------------------------------------------------- tournament

@@ -9,7 +9,7 @@ from typing import Any
 
 from podium.rundir import PodDir
 
-__all__ = ["CurveWriter", "ScalarLogger", "plot_curve"]
+__all__ = ["CurveWriter", "ScalarLogger", "plot_curve", "read_curve"]
 
 CURVE_FIELDS = ["step", "wall_time", "eval_mean", "eval_std", "eval_episodes", "best_mean", "confirm_mean", "scored_at"]
 """Columns of ``curve.csv``: the snapshot's env steps and seconds of training, its routine evaluation
@@ -49,6 +49,20 @@ class ScalarLogger:
         self._file.close()
 
 
+def read_curve(path: Path) -> list[dict[str, Any]]:
+    """The rows of a learning curve file (``curve.csv``), oldest first; none if it does not exist. A row cut
+    short by a crash (its last line) is skipped."""
+    rows: list[dict[str, Any]] = []
+    if path.exists():
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                try:
+                    rows.append({k: _parse(k, row.get(k)) for k in CURVE_FIELDS})
+                except ValueError:  # a partial last line
+                    continue
+    return [r for r in rows if r["step"] is not None and r["eval_mean"] is not None]
+
+
 class CurveWriter:
     """The learning curve: one row per evaluation (score vs env steps and vs wall-clock seconds).
 
@@ -57,15 +71,7 @@ class CurveWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.rows: list[dict[str, Any]] = []
-        if path.exists():
-            with path.open() as f:
-                for row in csv.DictReader(f):
-                    try:
-                        self.rows.append({k: _parse(k, row.get(k)) for k in CURVE_FIELDS})
-                    except ValueError:  # a partial last line
-                        continue
-            self.rows = [r for r in self.rows if r["step"] is not None and r["eval_mean"] is not None]
+        self.rows = read_curve(path)
 
     def truncate_after(self, step: int) -> None:
         """Keep only the rows up to ``step`` (a resumed run drops what came after its checkpoint), rewritten

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 import podium
 from podium.cli import app as cli_app
 from podium.deploy import make_app
-from podium.deploy.serve import is_loopback
+from podium.deploy.http import exposure_warning, is_loopback
 
 httpx = pytest.importorskip("httpx", reason="the test extra")
 uvicorn = pytest.importorskip("uvicorn", reason="the deploy extra: pip install 'podium[deploy]'")
@@ -136,13 +136,10 @@ def test_discrete_actions_are_ints_and_an_ensemble_is_served(runs: dict[str, Pat
     assert single == batch[3]
 
 
-def test_a_server_off_loopback_is_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
-    from podium.cli import _warn_exposed
-
-    _warn_exposed("127.0.0.1", "the policy server")
-    assert capsys.readouterr().out == ""
-    _warn_exposed("0.0.0.0", "the policy server")
-    assert "without authentication" in capsys.readouterr().out
+def test_a_server_off_loopback_is_warned_about() -> None:
+    assert exposure_warning("127.0.0.1", "the policy server") is None
+    assert exposure_warning("localhost", "the policy server") is None
+    assert "without authentication" in str(exposure_warning("0.0.0.0", "the policy server"))
 
 
 def test_is_loopback() -> None:

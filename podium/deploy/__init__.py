@@ -2,8 +2,9 @@
 
 * :func:`export_onnx` (:mod:`~podium.deploy.export`) writes a policy (or a top-k ensemble) as one ONNX graph,
   normalisation and action scaling included, and checks it against podium's own policy with onnxruntime;
-* :func:`make_app` / :func:`serve` (:mod:`~podium.deploy.serve`) answer ``POST /act`` over HTTP;
-* :mod:`~podium.deploy.dashboard` is the live page of a tournament.
+* :func:`make_app` / :func:`serve_policy` (:mod:`~podium.deploy.serve`) answer ``POST /act`` over HTTP;
+* :mod:`~podium.deploy.dashboard` is the live page of a tournament;
+* :mod:`~podium.deploy.http` is the HTTP edge they share (loopback by default, a warning otherwise).
 
 Everything here needs the ``deploy`` extra (``pip install 'podium[deploy]'``): onnx, onnxruntime, onnxscript,
 FastAPI and uvicorn. The names below are imported on first use, so ``import podium.deploy`` needs none of them.
@@ -16,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from podium.deploy.export import ExportError, export_onnx
-    from podium.deploy.serve import make_app, serve
+    from podium.deploy.serve import make_app, serve_policy
 
-__all__ = ["ExportError", "export_onnx", "make_app", "serve"]
+__all__ = ["ExportError", "export_onnx", "make_app", "serve_policy"]
 
 _LAZY = {
     "ExportError": "podium.deploy.export",
     "export_onnx": "podium.deploy.export",
     "make_app": "podium.deploy.serve",
-    "serve": "podium.deploy.serve",
+    "serve_policy": "podium.deploy.serve",
 }
 
 EXTRA_HINT = "pip install 'podium[deploy]'"

@@ -17,7 +17,6 @@ CPU); batch observations in one request for throughput.
 
 from __future__ import annotations
 
-import ipaddress
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,23 +27,13 @@ from pydantic import BaseModel, ConfigDict
 
 import podium
 from podium.api import Ensemble, Policy
-from podium.deploy import require
+from podium.deploy import http, require
 from podium.deploy.source import load_policy
 
-__all__ = ["MAX_BATCH", "ActRequest", "is_loopback", "make_app", "serve"]
+__all__ = ["MAX_BATCH", "ActRequest", "make_app", "serve_policy"]
 
 MAX_BATCH = 65536
 """The most observations one ``POST /act`` may carry (a larger body is refused with 413)."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) only accepts connections from this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _as_observations(obs: Any) -> np.ndarray:
@@ -148,21 +137,20 @@ def make_app(
     return app
 
 
-def serve(
+def serve_policy(
     policy: Policy | Ensemble | str | Path,
     host: str = "127.0.0.1",
     port: int = 8000,
     device: str = "cpu",
-    log_level: str = "info",
+    log_level: str = "warning",
     top_k: int = 1,
 ) -> None:
-    """Serve ``policy`` over HTTP until interrupted (Ctrl-C). See :func:`make_app` for the arguments.
+    """Serve ``policy`` over HTTP until Ctrl-C (blocking). Prints its address (``port`` 0: any free one) and a
+    warning when ``host`` is not loopback. See :func:`make_app` for the other arguments.
 
     Raises:
-        ValueError: a port outside 1-65535.
+        OSError: the port is taken or the address is not this machine's.
+        CheckpointError, ValueError: as :func:`make_app` (before anything listens).
     """
-    uvicorn = require("uvicorn", "podium serve")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ValueError(f"port must be a whole number from 1 to 65535, got {port!r}")
     app = make_app(policy, device=device, top_k=top_k)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    http.run(app, host, port, what=f"serving {app.title} (docs: /docs)", log_level=log_level)

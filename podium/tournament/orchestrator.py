@@ -255,16 +255,21 @@ def open_leaderboard(run_dir: str | Path) -> Leaderboard:
         ConfigError: ``run_dir`` holds no tournament.
         DatabaseError: its database cannot be reached.
     """
-    meta = _read_meta(Path(run_dir))
+    meta = read_meta(Path(run_dir))
     return Leaderboard(database_url(meta.get("db"), run_dir), meta["name"])
 
 
 def read_config(run_dir: str | Path) -> TournamentConfig:
     """The config of the tournament in ``run_dir`` (as last resumed)."""
-    return load_tournament_config(None, **_read_meta(Path(run_dir))["config"])
+    return load_tournament_config(None, **read_meta(Path(run_dir))["config"])
 
 
-def _read_meta(run_dir: Path) -> dict[str, Any]:
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    """A tournament's ``tournament.yaml``: its ``name``, ``config`` and database URL (``db``), read-only.
+
+    Raises:
+        ConfigError: the directory holds no tournament, or the file is damaged.
+    """
     path = TournamentDir(run_dir).meta
     if not path.is_file():
         raise ConfigError(f"{run_dir} holds no tournament (no tournament.yaml); start one with 'podium tournament'")
@@ -377,7 +382,7 @@ class Orchestrator:
             budget: new values for ``seconds``, ``steps``, ``target`` or ``max_failures`` (None = keep).
         """
         run_dir = Path(run_dir).resolve()
-        meta = _read_meta(run_dir)
+        meta = read_meta(run_dir)
         changes = {k: v for k, v in budget.items() if v is not None}
         if isinstance(backend, str):
             changes["backend"] = backend
