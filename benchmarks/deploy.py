@@ -54,7 +54,8 @@ def main() -> None:
     from podium.deploy import export_onnx, make_app
 
     print(f"machine: {describe()}; torch {torch.__version__}, onnxruntime {ort.__version__}, one thread each")
-    tmp = Path(tempfile.mkdtemp())
+    workdir = tempfile.TemporaryDirectory()
+    tmp = Path(workdir.name)
     hparams = {"hidden_sizes": [64, 64]}
     report = podium.train(
         "Pendulum-v1", "ppo", steps=2048, seed=0, run_dir=tmp / "run", progress=False, hparams=hparams
@@ -98,6 +99,8 @@ def main() -> None:
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
+        if not thread.is_alive():
+            raise SystemExit("the policy server did not start")
         time.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
@@ -109,6 +112,7 @@ def main() -> None:
         )
     server.should_exit = True
     thread.join(10)
+    workdir.cleanup()
 
     print("\n| way | one observation, µs | batch of 1,024, µs | batch, µs per observation |")
     print("|---|---:|---:|---:|")

@@ -126,6 +126,11 @@ class Policy:
         self.agent, self.spec, self.path = agent, spec, path
         self._encode = encode  # gymnasium observations -> the tensors the agent was trained on (e.g. one-hot)
 
+    @property
+    def discrete_observations(self) -> bool:
+        """Whether the env's observations are integers (a Discrete space), one-hot encoded for the networks."""
+        return self._encode is not None
+
     def act(self, obs: np.ndarray | torch.Tensor | int, deterministic: bool = True) -> Any:
         """Actions for one observation (``[obs_dim]``; an int for a Discrete observation space) or a batch
         (``[B, obs_dim]``; ``[B]`` ints). numpy (or int) in, numpy (or int) out; torch in, torch out.
@@ -138,8 +143,9 @@ class Policy:
         dim, env = self.agent.obs_dim, self.spec.env
         if is_numpy:
             obs = np.asarray(obs)
-            # Discrete observations come as integers (numpy floats too, as before); a float [B, n] is one-hot
-            integers = obs.dtype.kind in "iub" or not (obs.ndim == 2 and obs.shape[-1] == dim)
+            # Discrete observations come as integers (numpy floats too, as before); any [B, n] is one-hot (JSON,
+            # say, has no floats apart from ints: 0 and 1 come as ints)
+            integers = not (obs.ndim == 2 and obs.shape[-1] == dim)
         else:  # torch: integer tensors are the env's integers, float tensors its one-hot vectors
             integers = not (obs.is_floating_point() or obs.is_complex())
         if self._encode is not None and integers:  # Discrete observations: integers, as the env gives them

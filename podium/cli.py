@@ -251,8 +251,11 @@ def export_command(
         written = export_onnx(path, out, top_k=top_k, opset=opset)
     except (*_tournament_errors(), ExportError, ValueError, ImportError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(str(written)).metadata_props}
     _say(f"ONNX model: {escape(str(written))}")
-    _say("[dim]input 'obs' float32 [batch, obs_dim]; output 'action'; checked with onnxruntime[/]")
+    _say(escape(f"input 'obs' {meta['observation']}, output 'action' {meta['action']}; checked with onnxruntime"))
 
 
 @app.command("serve")

@@ -205,6 +205,11 @@ class PodDir:
         """``best`` or ``last`` (the policy a user loads: best first)."""
         return self.checkpoints / f"{name}.pt"
 
+    @staticmethod
+    def exported(checkpoint: Path) -> Path:
+        """Where ``podium export`` writes a checkpoint's policy: beside it, with its name (``best.onnx``)."""
+        return checkpoint.with_suffix(".onnx")
+
     def policy_checkpoint(self) -> Path | None:
         """The checkpoint that holds this run's policy: ``best.pt``, else ``last.pt``, else None."""
         for path in (self.best, self.last):

@@ -15,7 +15,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["CHECKPOINT_FORMAT", "CheckpointError", "load_checkpoint", "remove_partial_writes", "save_checkpoint"]
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CheckpointError",
+    "load_checkpoint",
+    "partial_file",
+    "remove_partial_writes",
+    "save_checkpoint",
+]
 
 CHECKPOINT_FORMAT = "podium-checkpoint/1"
 
@@ -29,7 +36,7 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     temporary file beside it (``.NAME.XXXX.tmp``), then renamed over it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_PARTIAL, dir=path.parent)
+    fd, tmp = _mkstemp(path)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save({"format": CHECKPOINT_FORMAT, **payload}, f)
@@ -43,6 +50,18 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
 
 
 _PARTIAL = ".tmp"
+
+
+def _mkstemp(path: Path) -> tuple[int, str]:
+    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=_PARTIAL, dir=path.parent)
+
+
+def partial_file(path: str | Path) -> Path:
+    """A new empty file beside ``path`` (``.NAME.XXXX.tmp``) for a write that is renamed over ``path`` once
+    complete; :func:`remove_partial_writes` finds those that a killed write left."""
+    fd, tmp = _mkstemp(Path(path))
+    os.close(fd)
+    return Path(tmp)
 
 
 def remove_partial_writes(directory: str | Path) -> list[Path]:

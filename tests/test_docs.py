@@ -47,6 +47,10 @@ NEEDS = {  # text in a block -> the optional module it needs (and the package to
     "Humanoid-v5": ("mujoco", 'the "mujoco" extra'),
     "HalfCheetah-v5": ("mujoco", 'the "mujoco" extra'),
     "Hopper-v5": ("mujoco", 'the "mujoco" extra'),
+    "podium export": ("onnxruntime", 'the "deploy" extra'),
+    "podium serve": ("uvicorn", 'the "deploy" extra'),
+    "podium dashboard": ("uvicorn", 'the "deploy" extra'),
+    "podium.deploy": ("fastapi", 'the "deploy" extra'),
 }
 REFERENCES = re.compile(r"(?:runs|reports)/[\w.-]+|[\w-]+\.yaml")
 

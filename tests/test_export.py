@@ -9,6 +9,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 import podium
@@ -102,7 +103,8 @@ def test_the_observation_normaliser_is_inside_the_graph(tmp_path: Path) -> None:
 def test_an_ensemble_exports_its_mean_or_its_vote(
     runs: dict[tuple[str, str], Path], tmp_path: Path, env_id: str
 ) -> None:
-    algos = ("ppo", "sac", "td3") if env_id == "Pendulum-v1" else ("ppo", "dqn", "ppo")
+    # CartPole: the first member is outvoted where the other three agree against it
+    algos = ("ppo", "sac", "td3") if env_id == "Pendulum-v1" else ("ppo", "dqn", "dqn", "dqn")
     ensemble = podium.load_ensemble([runs[env_id, a] for a in algos])
     path = export_onnx(ensemble, tmp_path / "ensemble.onnx")
     obs = _env_observations(env_id, 200)
@@ -110,12 +112,22 @@ def test_an_ensemble_exports_its_mean_or_its_vote(
     want = ensemble.act(obs)
     if env_id == "CartPole-v1":
         np.testing.assert_array_equal(got, want)
+        assert (ensemble.members[0].act(obs) != want).any()  # the vote, not the first member
     else:
         np.testing.assert_allclose(got, want, atol=1e-5)
         member = ensemble.members[0].act(obs)
         assert np.abs(member - want).max() > 1e-3  # the mean, not the first member
     meta = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
-    assert len(meta["checkpoints"].splitlines()) == 3
+    assert len(meta["checkpoints"].splitlines()) == len(algos)
+
+
+def test_a_tie_goes_to_the_first_member(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    ensemble = podium.load_ensemble([runs["CartPole-v1", "ppo"], runs["CartPole-v1", "dqn"]])
+    obs = _env_observations("CartPole-v1", 200)
+    first, second = (m.act(obs) for m in ensemble.members)
+    assert (first != second).any()
+    (got,) = ort.InferenceSession(str(export_onnx(ensemble, tmp_path / "pair.onnx"))).run(None, {"obs": obs})
+    np.testing.assert_array_equal(got, first)
 
 
 def test_discrete_observations_are_one_hot_vectors(tmp_path: Path) -> None:
@@ -127,14 +139,36 @@ def test_discrete_observations_are_one_hot_vectors(tmp_path: Path) -> None:
     np.testing.assert_array_equal(got, policy.act(states))
 
 
+@pytest.mark.parametrize(
+    ("env_id", "algo", "says"),
+    [("Pendulum-v1", "sac", "differ from podium's by up to 0.01"), ("CartPole-v1", "dqn", "another action")],
+)
 def test_a_graph_that_disagrees_with_the_policy_is_not_kept(
-    runs: dict[tuple[str, str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    runs: dict[tuple[str, str], Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env_id: str,
+    algo: str,
+    says: str,
 ) -> None:
-    monkeypatch.setattr(export_module, "ATOL", -1.0)  # no difference passes
+    forward = export_module._Deterministic.forward
+
+    def off(self: torch.nn.Module, obs: torch.Tensor) -> torch.Tensor:  # a graph slightly off podium's actions
+        action = forward(self, obs)
+        return (1 - action) if action.dtype == torch.int64 else action + 0.01
+
+    monkeypatch.setattr(export_module._Deterministic, "forward", off)
     out = tmp_path / "policy.onnx"
-    with pytest.raises(ExportError, match="differ from podium's"):
-        export_onnx(runs["Pendulum-v1", "sac"], out)
+    with pytest.raises(ExportError, match=says):
+        export_onnx(runs[env_id, algo], out)
     assert list(tmp_path.iterdir()) == []  # neither the file nor its partial write
+
+
+def test_the_callers_networks_keep_their_mode(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    policy = podium.load(runs["Pendulum-v1", "td3"])
+    policy.agent.actor.train()
+    export_onnx(policy, tmp_path / "td3.onnx")
+    assert policy.agent.actor.training
 
 
 def test_the_file_stands_alone(runs: dict[tuple[str, str], Path]) -> None:
@@ -149,6 +183,9 @@ def test_bad_paths_are_refused(runs: dict[tuple[str, str], Path], tmp_path: Path
     (tmp_path / "dir.onnx").mkdir()
     with pytest.raises(ValueError, match="is a directory"):
         export_onnx(run, tmp_path / "dir.onnx")
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(ValueError, match="cannot write"):
+        export_onnx(run, tmp_path / "a-file" / "policy.onnx")
     with pytest.raises(CheckpointError, match="podium run directory"):
         export_onnx(tmp_path)
     with pytest.raises(TypeError, match="Policy, an Ensemble or a path"):
@@ -160,6 +197,7 @@ def test_the_cli_exports_and_names_the_file(runs: dict[tuple[str, str], Path], t
     result = CliRunner().invoke(app, ["export", str(runs["CartPole-v1", "dqn"]), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert str(out) in result.output and out.is_file()
+    assert "input 'obs' float32 [batch, 4], output 'action' int64 [batch]" in result.output
     result = CliRunner().invoke(app, ["export", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "error:" in result.output
 
@@ -201,7 +239,7 @@ def test_a_tournament_exports_its_champion_or_its_top_k(tournament_dir: Path) ->
     (got,) = ort.InferenceSession(str(top3)).run(None, {"obs": obs})
     np.testing.assert_array_equal(got, podium.load_ensemble([e.checkpoint for e in entries]).act(obs))
     with pytest.warns(UserWarning, match="holds 3: using those"):
-        export_onnx(tournament_dir, tournament_dir / "top5.onnx", top_k=5)
+        assert export_onnx(tournament_dir, top_k=5) == tournament_dir / "top3.onnx"  # named by what it holds
     result = CliRunner().invoke(app, ["export", str(tournament_dir), "--top-k", "2"])
     assert result.exit_code == 0 and str(tournament_dir / "top2.onnx") in result.output
 

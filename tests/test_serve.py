@@ -54,7 +54,6 @@ class _Server:
             time.sleep(0.02)
         (sock,) = [s for server in self.server.servers for s in server.sockets]
         host, port = sock.getsockname()[:2]
-        assert host == "127.0.0.1"
         self.client = httpx.Client(base_url=f"http://{host}:{port}", timeout=10)
         return self.client
 
@@ -101,9 +100,31 @@ def test_exploring_actions_are_samples_inside_the_bounds(pendulum: httpx.Client)
         ({"obs": None}, 422, "must be numbers"),
         ({"obs": []}, 422, "must be numbers"),
         ({"obs": [[0.0, 0.0, 0.0]] * 101}, 413, "at most 100"),
+        ({"obs": [0.0] * 3000}, 413, "at most 100"),
         ({"observation": [0, 0, 0]}, 422, "obs"),
+        ({"obs": [1.0, 0.0, 1e39]}, 422, "beyond float32's range"),
+        ({"obs": [1e300, 0.0, 0.0]}, 422, "beyond float32's range"),
+        ({"obs": [[1, 2, 3], ["a", 2, 3]]}, 422, "must be numbers"),
+        ({"obs": {"a": 1}}, 422, "must be numbers"),
+        ({"obs": [10**40, 0, 0]}, 422, "beyond float32's range"),
+        ({"obs": [1.0, 0.0, 0.0], "deterministic": "yes"}, 422, "deterministic"),
     ],
-    ids=["shape", "ragged", "string", "null", "empty", "too-many", "misnamed"],
+    ids=[
+        "shape",
+        "ragged",
+        "string",
+        "null",
+        "empty",
+        "too-many",
+        "too-long",
+        "misnamed",
+        "overflow",
+        "huge",
+        "string-inside",
+        "object",
+        "huge-int",
+        "lax-bool",
+    ],
 )
 def test_bad_observations_are_answered_with_what_is_wrong(
     pendulum: httpx.Client, body: dict[str, object], status: int, says: str
@@ -115,14 +136,42 @@ def test_bad_observations_are_answered_with_what_is_wrong(
 
 def test_non_finite_observations_are_refused(pendulum: httpx.Client) -> None:
     reply = pendulum.post("/act", content=b'{"obs": [NaN, 0, 0]}', headers={"content-type": "application/json"})
-    assert reply.status_code == 422 and "NaN or infinity" in reply.json()["detail"]
+    assert reply.status_code == 422 and "NaN, infinity" in reply.json()["detail"]
+
+
+def test_one_observation_is_not_counted_as_a_batch(runs: dict[str, Path]) -> None:
+    with _Server(make_app(runs["cartpole"], max_batch=2)) as client:
+        assert client.post("/act", json={"obs": [0.1, 0.2, 0.3, 0.4]}).status_code == 200
+        assert client.post("/act", json={"obs": [[0.1, 0.2, 0.3, 0.4]] * 3}).status_code == 413
+
+
+def test_a_body_too_large_is_refused_before_it_is_read(pendulum: httpx.Client) -> None:
+    body = b'{"obs": [' + b"0.0, " * 200_000 + b"0.0]}"
+    reply = pendulum.post("/act", content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == 413 and "request body" in reply.json()["detail"]
+
+
+def test_discrete_observations_are_states_or_one_hot_batches(tmp_path: Path) -> None:
+    report = podium.train("FrozenLake-v1", "dqn", steps=512, seed=0, run_dir=tmp_path / "lake", **FAST)
+    policy = podium.load(report.run_dir)
+    states = np.arange(16)
+    want = policy.act(states).tolist()
+    one_hot = np.eye(16, dtype=int)
+    with _Server(make_app(report.run_dir, max_batch=16)) as client:
+        assert client.post("/act", json={"obs": 5}).json()["action"] == want[5]
+        assert client.post("/act", json={"obs": states.tolist()}).json()["action"] == want
+        assert client.post("/act", json={"obs": one_hot.tolist()}).json()["action"] == want  # ints, as JSON has
+        assert client.post("/act", json={"obs": one_hot[5:6].tolist()}).json()["action"] == want[5:6]
+        assert client.post("/act", json={"obs": [0.0] * 17}).status_code == 413
+        reply = client.post("/act", json={"obs": 16})
+        assert reply.status_code == 422 and "Discrete space of 16 values" in reply.json()["detail"]
 
 
 def test_info_and_health(pendulum: httpx.Client) -> None:
     assert pendulum.get("/health").json() == {"status": "ok"}
     info = pendulum.get("/info").json()
     assert info["env"] == "Pendulum-v1" and info["algo"] == "td3" and info["obs_dim"] == 3
-    assert info["checkpoints"] == ["best.pt"] and not info["discrete_actions"]
+    assert info["checkpoints"] == ["p/best.pt"] and not info["discrete_actions"]
 
 
 def test_discrete_actions_are_ints_and_an_ensemble_is_served(runs: dict[str, Path]) -> None:
@@ -131,7 +180,7 @@ def test_discrete_actions_are_ints_and_an_ensemble_is_served(runs: dict[str, Pat
     with _Server(make_app(ensemble)) as client:
         batch = client.post("/act", json={"obs": obs.tolist()}).json()["action"]
         single = client.post("/act", json={"obs": obs[3].tolist()}).json()["action"]
-        assert client.get("/info").json()["checkpoints"] == ["best.pt", "best.pt"]
+        assert client.get("/info").json()["checkpoints"] == ["c/best.pt", "c/best.pt"]
     assert batch == ensemble.act(obs).tolist() and all(isinstance(a, int) for a in batch)
     assert single == batch[3]
 

@@ -33,7 +33,8 @@ import podium
 from podium.api import Ensemble, Policy
 from podium.deploy import require
 from podium.deploy.source import load_policy
-from podium.rundir import TournamentDir
+from podium.rundir import PodDir, TournamentDir
+from podium.store import partial_file
 
 __all__ = ["ExportError", "export_onnx"]
 
@@ -102,15 +103,16 @@ def _sample_observations(policy: Policy, count: int, seed: int) -> np.ndarray:
     return np.stack([space.sample() for _ in range(count)]).astype(np.float32)
 
 
-def _check(path: Path, module: torch.nn.Module, policy: Policy, discrete: bool, scale: float) -> None:
-    """Run ``path`` with onnxruntime and compare its actions with the torch module's; raise ExportError."""
+def _check(path: Path, policy: Policy | Ensemble, first: Policy, scale: float) -> None:
+    """Run ``path`` with onnxruntime and compare its actions with podium's own (``policy.act``, numpy in and
+    out, as a user calls it); raise ExportError."""
     ort = require("onnxruntime", "checking an ONNX export")
+    discrete = first.agent.discrete
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for count in (CHECK_OBSERVATIONS, 1):  # a batch, and the single row a controller sends
-        obs = _sample_observations(policy, count, seed=count)
+        obs = _sample_observations(first, count, seed=count)
         (got,) = session.run(["action"], {"obs": obs})
-        with torch.no_grad():
-            want = module(torch.as_tensor(obs, device=policy.agent.device)).cpu().numpy()
+        want = np.asarray(policy.act(obs))
         if got.shape != want.shape:
             raise ExportError(f"the ONNX graph returned actions of shape {got.shape}, podium {want.shape}")
         if discrete:
@@ -155,11 +157,13 @@ def export_onnx(
     """
     onnx = require("onnx", "export_onnx")
     require("onnxscript", "export_onnx")
+    require("onnxruntime", "export_onnx")  # the check, before the work
     default = None
     if isinstance(policy, str | Path):
-        if TournamentDir(policy).holds_tournament():
-            default = TournamentDir(policy).exported(top_k)
-        policy = load_policy(policy, top_k)
+        source = policy
+        policy = load_policy(source, top_k)
+        if TournamentDir(source).holds_tournament():  # named by what it holds (fewer than asked, maybe)
+            default = TournamentDir(source).exported(len(policy) if isinstance(policy, Ensemble) else 1)
     elif top_k != 1:
         raise ValueError("top_k: only a tournament's run directory is cut to its top k; pass an Ensemble instead")
     if isinstance(policy, Ensemble):
@@ -172,15 +176,19 @@ def export_onnx(
     else:
         raise TypeError(f"export_onnx takes a Policy, an Ensemble or a path, got {type(policy).__name__}")
     agent = first.agent
-    out = Path(path) if path is not None else default or first.path.with_suffix(".onnx")
+    out = Path(path) if path is not None else default or PodDir.exported(first.path)
     if out.suffix != ".onnx":
         raise ValueError(f"path: an ONNX model's file name ends in .onnx, got {str(out)!r}")
     if out.is_dir():
         raise ValueError(f"path: {out} is a directory; give the file to write, e.g. {out / 'policy.onnx'}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    module = module.eval()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = partial_file(out)
+    except OSError as exc:
+        raise ValueError(f"path: cannot write {out}: {exc.strerror or exc}") from None
+    training = {m: m.training for m in module.modules()}  # the caller's networks stay as they were
+    module.eval()
     example = torch.as_tensor(_sample_observations(first, 2, seed=0), device=agent.device)
-    partial = out.with_name(out.name + ".partial")
     try:
         with _quiet_exporter():
             torch.onnx.export(
@@ -208,7 +216,7 @@ def export_onnx(
         model.doc_string = f"podium {agent.name} policy for {first.spec.env} (deterministic)"
         onnx.save(model, str(partial))
         scale = 1.0 if agent.discrete else 1.0 + float(agent.action_scale.abs().max())
-        _check(partial, module, first, agent.discrete, scale)
+        _check(partial, policy, first, scale)
         partial.replace(out)
     except ExportError:
         raise
@@ -216,4 +224,6 @@ def export_onnx(
         raise ExportError(f"exporting {first.path} to ONNX failed: {type(exc).__name__}: {exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
+        for m, mode in training.items():
+            m.training = mode
     return out

@@ -3,9 +3,11 @@
 Endpoints (JSON):
 
 * ``POST /act`` ``{"obs": [...], "deterministic": true}`` -> ``{"action": [...]}``. ``obs`` is one observation
-  (``[obs_dim]``; an int for a Discrete observation space) or a batch (``[B, obs_dim]``; ``[B]`` ints), as
-  :meth:`podium.Policy.act` takes; ``action`` has the same batch form: a list of floats per observation
-  (Box actions, in the env's units) or an int (Discrete). A bad observation is answered 422 with what is wrong.
+  (``[obs_dim]``) or a batch (``[B, obs_dim]``), as :meth:`podium.Policy.act` takes; for a Discrete observation
+  space, one int, a batch of ``[B]`` ints, or one-hot vectors ``[B, n]`` (a single one-hot vector as a batch of
+  one: a flat list of ints is a batch of states). ``action`` has the same batch form: a list of floats per
+  observation (Box actions, in the env's units) or an int (Discrete). A bad observation is answered 422 with
+  what is wrong; a body of more than ``max_batch`` observations 413.
 * ``GET /info``: the env, the algorithm, the checkpoint's file name, the observation and action spaces.
 * ``GET /health``: ``{"status": "ok"}`` once the policy is loaded (for a load balancer or a Kubernetes probe).
 
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictBool
 
 import podium
 from podium.api import Ensemble, Policy
@@ -37,19 +39,28 @@ MAX_BATCH = 65536
 
 
 def _as_observations(obs: Any) -> np.ndarray:
-    """The JSON ``obs`` as a numeric array; ValueError for strings, ragged lists, non-finite numbers."""
-    if isinstance(obs, bool) or obs is None:
-        raise ValueError(f"obs must be numbers: one observation or a list of them, got {obs!r}")
+    """The JSON ``obs`` as a numeric array (integers stay integers: a Discrete space's states); ValueError for
+    anything else, naming what is wrong."""
+    numbers = "obs must be numbers: one observation or a list of them"
+    if isinstance(obs, bool | str | dict) or obs is None:
+        raise ValueError(f"{numbers}, got {str(obs)[:80]!r}")
     try:
         arr = np.asarray(obs)
-    except ValueError as exc:  # ragged: rows of different lengths
-        raise ValueError("obs: every observation of a batch must have the same length") from exc
-    if arr.dtype == object:
-        raise ValueError("obs: every observation of a batch must have the same length")
-    if arr.dtype.kind not in "iuf" or arr.size == 0:
-        raise ValueError(f"obs must be numbers: one observation or a list of them, got {str(obs)[:80]}")
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise ValueError("obs holds NaN or infinity; a policy needs finite observations")
+    except (ValueError, TypeError, OverflowError):
+        arr = np.asarray(None, dtype=object)
+    if arr.dtype == object or arr.dtype.kind not in "iufb":  # ragged, strings or objects inside, huge integers
+        try:
+            arr = np.asarray(obs, dtype=np.float64)
+        except (ValueError, TypeError, OverflowError) as exc:
+            if "inhomogeneous" in str(exc):
+                raise ValueError("obs: every observation of a batch must have the same length") from None
+            raise ValueError(f"{numbers} (integers or floats, lists of equal length), got {str(obs)[:80]}") from None
+    if arr.dtype.kind == "b" or arr.size == 0:
+        raise ValueError(f"{numbers}, got {str(obs)[:80]}")
+    if not np.isfinite(arr.astype(np.float32)).all():  # float32: what the networks compute in
+        raise ValueError(
+            "obs holds NaN, infinity, or a number beyond float32's range (3.4e38); a policy needs finite observations"
+        )
     return arr
 
 
@@ -59,7 +70,7 @@ class ActRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     obs: Any
     """One observation or a batch of them (numbers, nested lists)."""
-    deterministic: bool = True
+    deterministic: StrictBool = True
     """The policy's best action (true) or a sample of its exploring distribution (false)."""
 
 
@@ -86,10 +97,19 @@ def make_app(
         ImportError: the ``deploy`` extra is missing.
     """
     fastapi = require("fastapi", "podium serve")
+    responses = require("fastapi.responses", "podium serve")
     if isinstance(policy, str | Path):
         policy = load_policy(policy, top_k, device=device)
-    first = policy.members[0] if isinstance(policy, Ensemble) else policy
+    elif top_k != 1:
+        raise ValueError("top_k: only a tournament's run directory is cut to its top k; pass an Ensemble instead")
+    if not isinstance(policy, Policy | Ensemble):
+        raise TypeError(f"make_app takes a Policy, an Ensemble or a path, got {type(policy).__name__}")
+    members = policy.members if isinstance(policy, Ensemble) else [policy]
+    first = members[0]
     agent = first.agent
+    discrete_observations = first.discrete_observations
+    max_numbers = max_batch * max(agent.obs_dim, 1)
+    max_body = 4096 + 32 * max_numbers  # bytes: a number takes fewer than 32 characters in JSON
     lock = threading.Lock()  # one forward pass at a time: the agent's random generator is not thread-safe
 
     app = fastapi.FastAPI(
@@ -100,13 +120,23 @@ def make_app(
     info = {
         "env": first.spec.env,
         "algo": agent.name,
-        "checkpoints": [p.path.name for p in (policy.members if isinstance(policy, Ensemble) else [policy])],
+        # a pod's directory and file (p0003/best.pt): a tournament's ensemble members all hold a best.pt
+        "checkpoints": [f"{p.path.parent.parent.name}/{p.path.name}" for p in members],
         "observation_space": repr(agent.observation_space),
         "obs_dim": agent.obs_dim,
         "action_space": repr(agent.action_space),
         "discrete_actions": agent.discrete,
         "podium_version": podium.__version__,
     }
+
+    @app.middleware("http")
+    async def limit_body(request: Any, call_next: Any) -> Any:
+        """Refuse a body too large before reading it (a body sent without its length is read, then judged)."""
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_body:
+            detail = f"a request body of {int(length):,} bytes; at most {max_body:,} ({max_batch} observations)"
+            return responses.JSONResponse(status_code=413, content={"detail": detail})
+        return await call_next(request)
 
     @app.get("/health")
     def health() -> dict[str, str]:
@@ -122,16 +152,22 @@ def make_app(
             obs = _as_observations(request.obs)
         except ValueError as exc:
             raise fastapi.HTTPException(status_code=422, detail=str(exc)) from None
-        rows = obs.shape[0] if obs.ndim else 1
-        if rows > max_batch:
+        batch = obs.ndim == 2 or (obs.ndim == 1 and discrete_observations)  # [B] ints: a Discrete space's states
+        if obs.size > max_numbers or (batch and obs.shape[0] > max_batch):
             raise fastapi.HTTPException(
-                status_code=413, detail=f"obs: {rows} observations in one request, at most {max_batch}"
+                status_code=413,
+                detail=f"obs: {obs.shape[0] if batch else 1} observation(s) of {obs.size} numbers in one request, "
+                f"at most {max_batch} of {agent.obs_dim}",
             )
         try:
             with lock, torch.inference_mode():
                 action = policy.act(obs, deterministic=request.deterministic)
         except ValueError as exc:  # Policy.act names the shape or the value that is wrong
             raise fastapi.HTTPException(status_code=422, detail=str(exc)) from None
+        if not agent.discrete and not np.isfinite(action).all():
+            raise fastapi.HTTPException(
+                status_code=422, detail="the policy's action is not finite for this observation (values too large?)"
+            )
         return {"action": _to_json(action)}
 
     return app
