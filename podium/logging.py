@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Any
@@ -54,12 +55,14 @@ def read_curve(path: Path) -> list[dict[str, Any]]:
     short by a crash (its last line) is skipped."""
     rows: list[dict[str, Any]] = []
     if path.exists():
-        with path.open() as f:
-            for row in csv.DictReader(f):
-                try:
-                    rows.append({k: _parse(k, row.get(k)) for k in CURVE_FIELDS})
-                except ValueError:  # a partial last line
-                    continue
+        text = path.read_text()
+        if not text.endswith("\n"):  # a last line cut short (a crash, or a write going on right now)
+            text = text[: text.rfind("\n") + 1]
+        for row in csv.DictReader(io.StringIO(text)):
+            try:
+                rows.append({k: _parse(k, row.get(k)) for k in CURVE_FIELDS})
+            except ValueError:  # a damaged line
+                continue
     return [r for r in rows if r["step"] is not None and r["eval_mean"] is not None]
 
 

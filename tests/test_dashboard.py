@@ -13,6 +13,7 @@ import csv
 import hashlib
 import re
 import shutil
+import socket
 import threading
 import time
 import warnings
@@ -108,8 +109,11 @@ def test_the_state_holds_the_status_leaderboard_pool_and_history_of_a_real_tourn
     assert [h["pod_id"] for h in state["history"]] == [h["pod_id"] for h in history[::-1]]
     assert {h["outcome"] for h in state["history"]} <= {"entered", "rejected", "kept"}
     assert state["history"][-1]["parent_id"] is None  # the first pod starts fresh
-    best = [b for _, b in state["progress"]["best"]]
-    assert best == sorted(best) and best[-1] == entries[0].score_mean
+    best, expected = [b for _, b in state["progress"]["best"]], []
+    for h in history:  # each result that entered above every earlier one
+        if h["outcome"] == "entered" and (not expected or h["score_mean"] > expected[-1]):
+            expected.append(h["score_mean"])
+    assert best == expected and best[-1] == entries[0].score_mean
     assert len(state["progress"]["results"]) == len(history)
 
 
@@ -137,6 +141,10 @@ def test_a_pods_curve_is_its_curve_csv_with_its_lineage_and_unknown_or_unsafe_id
         assert response.status_code == 404, bad
         assert "no pod" in response.json()["detail"] or response.json()["detail"] == "Not Found"
     assert client.get("/api/curve/p0001/../../leaderboard.db").status_code == 404
+    watch = client.app.state.watch  # the id check itself, behind the router and the database lookup
+    for bad in ("../p0001", "p0001/..", "p0001\n", ".p0001"):
+        with pytest.raises(KeyError, match="no pod"):
+            watch.curve(bad)
     # the page and its files, nothing from elsewhere (the only URL in them is the SVG namespace)
     page = client.get("/")
     assert page.status_code == 200 and 'id="leaderboard"' in page.text and "://" not in page.text
@@ -149,10 +157,13 @@ def test_a_pods_curve_is_its_curve_csv_with_its_lineage_and_unknown_or_unsafe_id
 def test_the_dashboard_never_writes_to_the_database(run_dir):
     database = TournamentDir(run_dir).database
     before = hashlib.sha256(database.read_bytes()).hexdigest()
+    files = set(run_dir.iterdir())
     with TestClient(make_app(run_dir)) as c:
         for _ in range(3):
             assert c.get("/api/state").status_code == 200
     assert hashlib.sha256(database.read_bytes()).hexdigest() == before
+    wal = {database.with_name(database.name + suffix) for suffix in ("-wal", "-shm")}  # SQLite's own readers' files
+    assert set(run_dir.iterdir()) - files <= wal
     board = open_leaderboard(run_dir)
     reader = Leaderboard(read_only_url(board.url), board.name)  # what the dashboard opens
     with pytest.raises(sa.exc.OperationalError, match="readonly"):
@@ -185,6 +196,53 @@ def test_bad_directories_are_refused_before_the_server_starts_with_the_fix(run_d
             bind("127.0.0.1", taken.getsockname()[1])
     finally:
         taken.close()
+    with pytest.raises(OSError, match="check --host"):
+        bind("192.0.2.1", 0)  # TEST-NET-1: no machine's own address
+    bind("[::1]", 0).close() if socket.has_ipv6 and _has_ipv6_loopback() else None
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_a_database_of_an_older_podium_is_refused_with_the_fix(run_dir, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    with sa.create_engine(f"sqlite:///{TournamentDir(old).database}").begin() as conn:
+        conn.execute(sa.text("ALTER TABLE leaderboard DROP COLUMN score_episodes"))
+    with pytest.raises(DatabaseError, match=r"older podium.*lacks score_episodes.*podium leaderboard RUN_DIR"):
+        make_app(old)
+    open_leaderboard(old).close()  # what the message says: a writable open brings it up to date
+    with TestClient(make_app(old)) as c:
+        assert c.get("/api/state").json()["leaderboard"]
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    sa.create_engine(empty).connect().close()
+    with pytest.raises(DatabaseError, match="holds no podium leaderboard"):
+        make_app(run_dir, database_url=empty)
+
+
+def test_on_loopback_only_loopback_names_are_answered(run_dir):
+    from podium.deploy.http import guard
+
+    with TestClient(guard(make_app(run_dir), "127.0.0.1"), base_url="http://127.0.0.1:8050") as c:
+        assert c.get("/api/state").status_code == 200
+        assert c.get("/api/state", headers={"host": "localhost:8050"}).status_code == 200
+        assert c.get("/api/state", headers={"host": "evil.example"}).status_code == 400
+
+
+def test_a_curve_line_cut_short_is_left_out(tmp_path):
+    from podium.logging import read_curve
+
+    writer = CurveWriter(tmp_path / "curve.csv")
+    writer.truncate_after(0)  # the header, as a pod starts its curve
+    writer.append({"step": 1024, "wall_time": 2.0, "eval_mean": 10.0, "eval_std": 1.0, "eval_episodes": 8})
+    with (tmp_path / "curve.csv").open("a") as f:
+        f.write("2048,4.0,12")  # a write going on right now
+    assert [r["step"] for r in read_curve(tmp_path / "curve.csv")] == [1024]
 
 
 def test_an_empty_directory_waits_for_a_tournament_and_shows_it_once_it_starts(tmp_path):

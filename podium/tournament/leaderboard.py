@@ -246,30 +246,37 @@ class Leaderboard:
     Args:
         url: SQLAlchemy URL (see :func:`database_url`).
         name: the tournament's name; one database may hold several tournaments.
+        read_only: only read (the live page): the tables are neither created nor brought up to date, and a
+            database that lacks them, or a column this version reads, is refused with the fix. The URL itself
+            must also forbid writes (SQLite's ``mode=ro``, PostgreSQL's read-only transactions).
 
     Raises:
         DatabaseError: the database cannot be reached (checked at once, before anything else happens).
     """
 
-    def __init__(self, url: str, name: str) -> None:
+    def __init__(self, url: str, name: str, read_only: bool = False) -> None:
         self.url, self.name = url, name
         self.sqlite = url.startswith("sqlite")
         self._open = threading.local()  # this thread's open transaction (see transaction())
         try:
             if self.sqlite:
                 self.engine: Engine = sa.create_engine(url, connect_args={"timeout": 60})
-                sa.event.listen(self.engine, "connect", _sqlite_connect)
+                sa.event.listen(self.engine, "connect", _sqlite_read if read_only else _sqlite_connect)
                 sa.event.listen(self.engine, "begin", _sqlite_begin)
             else:
                 args = {"connect_timeout": 10} if url.startswith("postgresql") else {}
                 self.engine = sa.create_engine(url, connect_args=args, pool_pre_ping=True)
-            _meta.create_all(self.engine)
-            _add_missing_columns(self.engine)
+            if read_only:
+                _check_schema(self.engine, url)
+            else:
+                _meta.create_all(self.engine)
+                _add_missing_columns(self.engine)
         except (sa.exc.SQLAlchemyError, OSError) as exc:
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            rights = "" if read_only else " and the user may create tables"
             raise DatabaseError(
-                f"cannot use the leaderboard database {redact(url)}: {reason}. Check that the server runs, "
-                "the URL (--db) is right and the user may create tables."
+                f"cannot use the leaderboard database {redact(url)}: {reason}. Check that the server runs"
+                f"{',' if rights else ' and'} the URL (--db) is right{rights}."
             ) from None
 
     def close(self) -> None:
@@ -532,6 +539,26 @@ def _pod_record(row: Any) -> PodRecord:
     return PodRecord(**{**values, "status": PodStatus(values["status"])})
 
 
+def _check_schema(engine: Engine, url: str) -> None:
+    """Refuse, with the fix, a database a read-only reader cannot use: no leaderboard tables, or tables made by
+    an older podium that lack columns this version reads."""
+    inspector = sa.inspect(engine)
+    missing = [t.name for t in _meta.sorted_tables if not inspector.has_table(t.name)]
+    if missing:
+        raise DatabaseError(
+            f"{redact(url)} holds no podium leaderboard (no {', '.join(missing)} table): is the URL (--db) right?"
+        )
+    for table in _meta.sorted_tables:
+        have = {c["name"] for c in inspector.get_columns(table.name)}
+        lacking = [c.name for c in table.columns if c.name not in have]
+        if lacking:
+            raise DatabaseError(
+                f"the leaderboard database {redact(url)} was written by an older podium (its {table.name} table "
+                f"lacks {', '.join(lacking)}); open it once with 'podium leaderboard RUN_DIR', which brings it up "
+                "to date, then again here"
+            )
+
+
 def _add_missing_columns(engine: Engine) -> None:
     """Bring a database made by an older podium up to date: add the nullable columns it lacks."""
     inspector = sa.inspect(engine)
@@ -549,6 +576,14 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.close()
+
+
+def _sqlite_read(dbapi_conn: Any, _record: Any) -> None:
+    """A read-only connection: the journal mode is the writer's to set (setting it is a write)."""
+    dbapi_conn.isolation_level = None
+    cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA busy_timeout=60000")
     cursor.close()
 

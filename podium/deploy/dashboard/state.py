@@ -10,6 +10,7 @@ with SQLite's read-only mode (``mode=ro``), a PostgreSQL one with read-only tran
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 import threading
@@ -91,7 +92,10 @@ def _curve_rows(pod: PodRecord) -> list[dict[str, Any]]:
 
 
 def _last_eval(pod: PodRecord) -> dict[str, Any] | None:
-    rows = _curve_rows(pod)
+    try:
+        rows = _curve_rows(pod)
+    except (OSError, UnicodeDecodeError, csv.Error):  # one unreadable file shows as no evaluation, not a broken page
+        return None
     if not rows:
         return None
     last = rows[-1]
@@ -167,7 +171,7 @@ class TournamentWatch:
                 url = resolve_database_url(self.database_url or meta.get("db"), self.root)
                 reader = read_only_url(url)
                 try:
-                    board = Leaderboard(reader, meta["name"])
+                    board = Leaderboard(reader, meta["name"], read_only=True)
                 except DatabaseError as exc:  # name the URL as the user gave it
                     raise DatabaseError(str(exc).replace(redact(reader), redact(url))) from None
                 try:
@@ -364,7 +368,7 @@ def _thin(rows: list[dict[str, Any]], most: int) -> list[dict[str, Any]]:
     """At most ``most`` of ``rows``, evenly spaced, the last one kept."""
     if len(rows) <= most:
         return rows
-    every = math.ceil(len(rows) / most)
+    every = math.ceil((len(rows) - 1) / (most - 1))
     return [*rows[:-1:every], rows[-1]]
 
 

@@ -253,7 +253,7 @@ function renderHeader(t) {
   if (t.status === "running" && t.stale) {
     cls = "stale";
     text = t.heartbeat_age === null ? "running? no heartbeat" : `running? no heartbeat for ${fmtDuration(t.heartbeat_age)}`;
-  } else if (t.status !== "running" && t.stop_reason) {
+  } else if (t.status !== "running" && t.stop_reason && t.stop_reason !== t.status) {
     text = `${t.status}: ${t.stop_reason}`;
   }
   badge.textContent = text;
@@ -273,7 +273,9 @@ function renderCards(state) {
   const counts = t.pods;
   const reached = t.target === null ? ["none", "stops on its budget", ""]
     : t.reached ? [`${t.target} ✓`, `reached ${fmtDuration(t.time_to_target)} into the run`, "good"]
-    : [String(t.target), best ? `best is ${fmtNumber(t.target - best.score_mean)} below` : "not reached yet", ""];
+    : [String(t.target), !best ? "not reached yet"
+        : best.score_mean < t.target ? `best is ${fmtNumber(t.target - best.score_mean)} below`
+        : "the best mean is above it, not yet confirmed (mean − margin × its standard error)", ""];
   byId("cards").replaceChildren(
     card("best score", best ? fmtScore(best.score_mean, best.score_std) : "–",
       best ? `${best.pod_id} (${best.algo})` + (best.score_episodes ? `, ${best.score_episodes} episodes` : "") : "no entry yet"),
