@@ -52,8 +52,9 @@ def main() -> None:
 
     import podium
     from podium.deploy import export_onnx, make_app
+    from podium.deploy.http import guard
 
-    print(f"machine: {describe()}; torch {torch.__version__}, onnxruntime {ort.__version__}, one thread each")
+    print(f"machine: {describe()}; onnxruntime {ort.__version__}; one thread each")
     workdir = tempfile.TemporaryDirectory()
     tmp = Path(workdir.name)
     hparams = {"hidden_sizes": [64, 64]}
@@ -95,7 +96,8 @@ def main() -> None:
 
     import httpx
 
-    server = uvicorn.Server(uvicorn.Config(make_app(policy), host="127.0.0.1", port=0, log_level="warning"))
+    app = guard(make_app(policy), "127.0.0.1")  # as podium serve runs it
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
