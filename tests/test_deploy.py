@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "deploy" / "k8s"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 MANIFESTS = sorted(p for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+SERVE = K8S / "serve"  # the policy server, applied after a tournament has run
+SERVE_MANIFESTS = sorted(p for p in SERVE.glob("*.yaml") if p.name != "kustomization.yaml")
 K8S_VERSIONS = ("1.29", "1.37")
 """Kubernetes versions the core kinds must validate against (kubernetes-validate 1.37 ships 1.25 to 1.37)."""
 
@@ -43,8 +45,9 @@ def _load(path: Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
-DOCUMENTS = [(path, doc) for path in MANIFESTS for doc in _load(path)]
+DOCUMENTS = [(path, doc) for path in MANIFESTS + SERVE_MANIFESTS for doc in _load(path)]
 KUSTOMIZATION = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+SERVE_KUSTOMIZATION = yaml.safe_load((SERVE / "kustomization.yaml").read_text())
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 
@@ -96,8 +99,10 @@ def test_manifests_parse_and_the_kustomization_lists_each_once():
         assert {"apiVersion", "kind", "metadata"} <= set(doc), _where(path, doc)
         assert doc["metadata"].get("name"), _where(path, doc)
         assert "namespace" not in doc["metadata"], f"{_where(path, doc)}: the namespace is chosen at apply time"
-    resources = KUSTOMIZATION["resources"]
-    assert sorted(resources) == sorted(p.name for p in MANIFESTS) and len(set(resources)) == len(resources)
+    for kustomization, manifests in ((KUSTOMIZATION, MANIFESTS), (SERVE_KUSTOMIZATION, SERVE_MANIFESTS)):
+        resources = kustomization["resources"]
+        assert sorted(resources) == sorted(p.name for p in manifests) and len(set(resources)) == len(resources)
+    assert SERVE_KUSTOMIZATION["images"] == KUSTOMIZATION["images"], "both kustomizations point at one image"
     names = [(d["kind"], d["metadata"]["name"]) for _, d in DOCUMENTS]
     assert len(set(names)) == len(names), "two resources of one kind share a name"
 
@@ -411,7 +416,7 @@ def _matches(service: dict[str, Any], deployment: dict[str, Any]) -> bool:
 
 
 def test_the_postgres_deployment_selects_its_own_pods_and_keeps_its_data():
-    deployment = _one("Deployment")
+    deployment = _one("Deployment", "podium-postgres")
     selector = deployment["spec"]["selector"]["matchLabels"]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert all(labels.get(k) == v for k, v in selector.items())
@@ -466,6 +471,36 @@ def _shared_claim() -> str:
     claims = [v["persistentVolumeClaim"]["claimName"] for v in head if "persistentVolumeClaim" in v]
     assert len(claims) == 1
     return claims[0]
+
+
+def test_the_policy_server_serves_the_rayjobs_run_directory_read_only_and_is_probed_where_it_listens():
+    from typer.main import get_command
+
+    from podium.cli import app
+
+    deployment, service = _one("Deployment", "podium-policy"), _one("Service", "podium-policy")
+    assert _matches(service, deployment)
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    argv = container["args"]  # after the image's entrypoint, `podium`
+    context = get_command(app).commands[argv[0]].make_context(argv[0], argv[1:], resilient_parsing=False)
+    jobs = _entrypoint()
+    assert context.params["path"] == jobs[jobs.index("--run-dir") + 1], "serves what the RayJob wrote"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["http"] == context.params["port"] and context.params["host"] == "0.0.0.0"  # for the Service
+    assert {p["targetPort"] for p in service["spec"]["ports"]} == {"http"}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (mount,) = container["volumeMounts"]
+    claim = volumes[mount["name"]]["persistentVolumeClaim"]
+    assert claim["claimName"] == _shared_claim() and claim["readOnly"] and mount["readOnly"]
+    assert Path(context.params["path"]).is_relative_to(mount["mountPath"])
+    env = {e["name"]: e for e in container["env"]}
+    head_env = {e["name"]: e for e in _ray_container(RAYCLUSTER["spec"]["headGroupSpec"]["template"])["env"]}
+    assert env["PGPASSWORD"] == head_env["PGPASSWORD"], "reads the leaderboard as the orchestrator does"
+    image = _ray_container(RAYCLUSTER["spec"]["headGroupSpec"]["template"])["image"]
+    assert container["image"] == image, "the head's image (CPU)"
 
 
 # ------------------------------------------------------------------------------------------ images
