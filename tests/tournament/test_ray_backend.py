@@ -41,7 +41,7 @@ ray = pytest.importorskip("ray", reason="the ray backend needs Ray: pip install 
 
 from podium.cli import app  # noqa: E402
 from podium.config import PodSpec  # noqa: E402
-from podium.rundir import PodDir  # noqa: E402
+from podium.rundir import DirLock, PodDir  # noqa: E402
 from podium.store import load_checkpoint  # noqa: E402
 from podium.tournament.backends import BackendError, PodJob  # noqa: E402
 from podium.tournament.backends.ray import RayBackend  # noqa: E402
@@ -279,6 +279,26 @@ def test_preempting_a_pod_that_already_ended_leaves_its_actor_able_to_run_the_ne
         backend.submit(PodJob("c", spec, tmp_path / "c"))
         [done] = _collect(backend)
         assert done.pod_id == "c" and done.report is not None, done.error
+    finally:
+        backend.shutdown()
+
+
+def test_a_pod_killed_because_it_did_not_stop_in_time_is_gone_when_cancel_returns(cluster, tmp_path):
+    """A pod that does not save within the grace period is killed. ``ray.kill`` only asks Ray to; the
+    orchestrator may resume the pod at once, and its new process would find the run directory still locked
+    by the old one (and its files still being written): cancel returns once the old process is gone."""
+    backend = RayBackend(address=cluster.address, cpus_per_pod=1)
+    spec, pod_dir = _spec(steps=200_000), PodDir(tmp_path / "slow")
+    try:
+        backend.submit(PodJob("slow", spec, pod_dir.root))
+        _wait(lambda: pod_dir.curve.is_file(), 60, "the pod to train")
+        actor_pid = backend.where("slow")[1]
+        backend.grace = 0.0  # no time to save: the kill path
+        backend.cancel("slow")
+        assert not _alive(actor_pid)
+        lock = DirLock(pod_dir.root)
+        lock.acquire()  # free at once for the pod's resumption
+        lock.release()
     finally:
         backend.shutdown()
 

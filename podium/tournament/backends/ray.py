@@ -150,6 +150,8 @@ def _log_to(run_dir: PodDir) -> None:
 
 PING_TIMEOUT = 2.0
 """Seconds an idle actor has to answer before it is given the next pod (else it is killed)."""
+KILL_WAIT = 10.0
+"""Seconds a cancel waits for a killed actor to be reported dead (its process gone, with the pod's lock)."""
 
 
 def _signaller() -> Any:
@@ -166,6 +168,31 @@ def _signaller() -> Any:
         return True
 
     return send
+
+
+def _undertaker() -> Any:
+    """The function of the task that waits, on a pod's node, until the pod's process is gone (made here for the
+    reason :func:`_signaller` gives). Returns whether it went within ``timeout`` seconds."""
+
+    def gone(pid: int, timeout: float) -> bool:
+        import os as _os
+        import time as _time
+
+        end = _time.monotonic() + timeout
+        while _time.monotonic() < end:
+            try:
+                _os.kill(pid, 0)
+                with open(f"/proc/{pid}/stat") as f:  # a zombie holds no lock: it counts as gone
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return True
+            except (ProcessLookupError, FileNotFoundError):
+                return True
+            except (OSError, IndexError):  # no /proc (macOS): the signal test alone
+                pass
+            _time.sleep(0.02)
+        return False
+
+    return gone
 
 
 def usable_resources(sizes: Sequence[tuple[float, float]], cpus_per_pod: float, gpus_per_pod: float) -> Resources:
@@ -280,6 +307,7 @@ class RayBackend(Backend):
             raise
         self._actor = ray.remote(PodActor)
         self._send = ray.remote(_signaller())
+        self._gone = ray.remote(_undertaker())
 
     @classmethod
     def from_config(cls, config: TournamentConfig) -> RayBackend:
@@ -478,7 +506,7 @@ class RayBackend(Backend):
         seconds, is killed."""
         doubt = self._doubtful.pop(pod_id, None)
         if doubt is not None:
-            self._kill(doubt.run.slot)
+            self._kill(doubt.run.slot, running=True)
         run = self._running.pop(pod_id, None)
         if run is None:
             return
@@ -489,7 +517,7 @@ class RayBackend(Backend):
             return
         ready, _ = ray.wait([run.slot.where], timeout=0)
         if not ready:  # the actor is not placed yet: nothing to save
-            self._kill(run.slot)
+            self._kill(run.slot, running=True)
             return
         try:
             node, pid, _host = ray.get(run.slot.where)
@@ -499,13 +527,13 @@ class RayBackend(Backend):
             sent = self._send.options(num_cpus=0, scheduling_strategy=strategy).remote(pid, signal.SIGTERM)
             ray.get(sent, timeout=self.grace)
         except Exception:  # the actor or its node is gone, or the signal did not arrive in time
-            self._kill(run.slot)
+            self._kill(run.slot, running=True)
             return
         done, _ = ray.wait([run.ref], timeout=self.grace)
         if done:
             self._retire(run, signalled=True)
         else:
-            self._kill(run.slot)
+            self._kill(run.slot, running=True)
 
     def _retire(self, run: _Running, signalled: bool = False) -> None:
         """Park the actor of a cancelled pod whose task ended, or kill it where it may not serve another pod:
@@ -557,9 +585,26 @@ class RayBackend(Backend):
         slot.idle_since = time.monotonic()
         self._idle.append(slot)
 
-    def _kill(self, slot: _Slot) -> None:
+    def _kill(self, slot: _Slot, running: bool = False) -> None:
+        """Kill ``slot``'s actor. With a pod ``running`` in it, also wait (up to :data:`KILL_WAIT` s) until its
+        process is gone: ``ray.kill`` only asks (Ray reports the actor dead about 0.1 s before its process
+        exits), and the pod resumed at once would find its run directory still locked by the old process, or
+        its files still being written. Not on a node that is gone (nothing runs there any more)."""
+        ray = self._ray
+        place = None
+        if running and ray.wait([slot.where], timeout=0)[0]:
+            with contextlib.suppress(Exception):
+                place = ray.get(slot.where)
         with contextlib.suppress(Exception):
-            self._ray.kill(slot.actor, no_restart=True)
+            ray.kill(slot.actor, no_restart=True)
+        if place is None or self._node_dead(place[0]):
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        node, pid, _host = place
+        waiter = self._gone.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        with contextlib.suppress(Exception):
+            ray.get(waiter.remote(pid, KILL_WAIT), timeout=KILL_WAIT + 5)
 
     def _retire_idle(self, older_than: float) -> None:
         now = time.monotonic()
