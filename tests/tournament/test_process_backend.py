@@ -307,6 +307,25 @@ def test_a_pod_is_pinned_to_the_gpu_the_orchestrator_was_given(monkeypatch):
     assert _visible_gpu(1) == "1"
 
 
+def test_an_adopted_pods_gpu_is_read_back_so_new_pods_spread_beside_it(monkeypatch):
+    """After a restart the orchestrator adopts a running pod; it must know which GPU that pod holds, or the
+    next pods would all be put on the same one."""
+    from podium.tournament.backends import process
+
+    monkeypatch.setattr(process, "local_gpus", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")  # the orchestrator's GPUs: a pod on its second has "3"
+    pods = {gpu: subprocess.Popen(["sleep", "30"], env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu}) for gpu in "32"}
+    cpu_pod = subprocess.Popen(["sleep", "30"])  # inherits "2,3": pinned to no one GPU
+    try:
+        assert process._gpu_of(pods["3"].pid) == 1 and process._gpu_of(pods["2"].pid) == 0
+        assert process._gpu_of(cpu_pod.pid) is None
+    finally:
+        for proc in (*pods.values(), cpu_pod):
+            proc.kill()
+            proc.wait()
+    assert process._gpu_of(cpu_pod.pid) is None  # gone
+
+
 def test_a_numbered_gpu_is_refused_where_each_pod_gets_its_own(tmp_path):
     import pytest
 

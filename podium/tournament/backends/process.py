@@ -174,7 +174,7 @@ class ProcessBackend(Backend):
         pid = int(pid_text)
         if not _is_pod_process(pid, Path(run_dir)) or PodDir(run_dir).done.exists():
             return False
-        self._running[pod_id] = _Running(Path(run_dir), pid, None, None)
+        self._running[pod_id] = _Running(Path(run_dir), pid, None, _gpu_of(pid))  # new pods spread beside it
         return True
 
     def poll(self, timeout: float | None = None) -> list[PodOutcome]:
@@ -235,6 +235,20 @@ def _visible_gpu(index: int) -> str:
     orchestrator's own list when that is set (GPUs it was told to use, ids or UUIDs), else the index."""
     visible = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     return visible[index] if index < len(visible) else str(index)
+
+
+def _gpu_of(pid: int) -> int | None:
+    """The orchestrator's GPU that the pod process ``pid`` was pinned to (its ``CUDA_VISIBLE_DEVICES``, read
+    back from ``/proc``, as :func:`_visible_gpu` wrote it), or None: a CPU pod, or no ``/proc`` to read."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    value = next((e.split(b"=", 1)[1] for e in environ if e.startswith(b"CUDA_VISIBLE_DEVICES=")), None)
+    if value is None:
+        return None
+    text = value.decode(errors="replace").strip()
+    return next((i for i in range(local_gpus()) if _visible_gpu(i) == text), None)
 
 
 def _alive(pid: int) -> bool:
