@@ -46,6 +46,7 @@ __all__ = [
     "Entry",
     "IllegalTransition",
     "Leaderboard",
+    "OwnershipLost",
     "PodRecord",
     "PodStatus",
     "database_url",
@@ -141,6 +142,11 @@ _history = sa.Table(
 
 class DatabaseError(RuntimeError):
     """The leaderboard database cannot be reached or used; the message says what to check."""
+
+
+class OwnershipLost(DatabaseError):
+    """Another orchestrator took the tournament over from this one (whose heartbeat had gone stale, or by
+    ``--force``): nothing this one writes afterwards is kept, and its pods are the new owner's."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +263,7 @@ class Leaderboard:
     def __init__(self, url: str, name: str, read_only: bool = False) -> None:
         self.url, self.name = url, name
         self.sqlite = url.startswith("sqlite")
+        self.owner: str | None = None  # set by claim(): every transaction then checks that it still owns it
         self._open = threading.local()  # this thread's open transaction (see transaction())
         try:
             if self.sqlite:
@@ -283,10 +290,15 @@ class Leaderboard:
         self.engine.dispose()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Connection]:
+    def transaction(self, fenced: bool = True) -> Iterator[Connection]:
         """One transaction that holds the write lock for this tournament; every read and write of this
         leaderboard inside it (in this thread) is part of it, and all of them commit together or not at all.
-        Nested uses join the outer one."""
+        Nested uses join the outer one.
+
+        Raises:
+            OwnershipLost: this process claimed the tournament and another has taken it over since (checked
+                under the lock, before anything is written: a fencing check; ``fenced=False``: not checked).
+        """
         conn = getattr(self._open, "conn", None)
         if conn is not None:
             yield conn
@@ -295,9 +307,14 @@ class Leaderboard:
             conn.info[_WRITE] = True  # the SQLite "begin" hook takes the write lock at once
             try:
                 with conn.begin():
-                    if not self.sqlite:
-                        lock = sa.select(_tournaments.c.name).where(_tournaments.c.name == self.name)
-                        conn.execute(lock.with_for_update())
+                    owner = sa.select(_tournaments.c.owner).where(_tournaments.c.name == self.name)
+                    row = conn.execute(owner if self.sqlite else owner.with_for_update()).first()
+                    if fenced and self.owner is not None and row is not None and row.owner != self.owner:
+                        raise OwnershipLost(
+                            f"tournament {self.name!r} was taken over by {row.owner or 'nobody'} while this process "
+                            f"({self.owner}) ran it (its heartbeat had gone {STALE_AFTER:.0f} s without a beat: was "
+                            "it suspended?, or --force); this process stops and leaves the pods to the new owner"
+                        )
                     self._open.conn = conn
                     try:
                         yield conn
@@ -347,7 +364,7 @@ class Leaderboard:
                 its heartbeat is younger than :data:`STALE_AFTER` seconds), unless ``force``.
         """
         me = f"{_this_host()}:{os.getpid()}"
-        with self.transaction() as conn:
+        with self.transaction(fenced=False) as conn:
             row = conn.execute(sa.select(_tournaments).where(_tournaments.c.name == self.name)).mappings().one()
             owner, beat = row["owner"], row["heartbeat"] or 0.0
             if owner and owner != me and not force:
@@ -363,6 +380,7 @@ class Leaderboard:
                 .where(_tournaments.c.name == self.name)
                 .values(owner=me, heartbeat=time.time(), status="running")
             )
+        self.owner = me
         return me
 
     def heartbeat(self, elapsed: float) -> None:
@@ -372,6 +390,7 @@ class Leaderboard:
     def release(self, status: str, **values: Any) -> None:
         """Give up ownership and set the final (or interrupted) status."""
         self.update_info(owner=None, status=status, **values)
+        self.owner = None
 
     def take_pod_number(self) -> int:
         """The next pod number (1, 2, ...), reserved atomically."""

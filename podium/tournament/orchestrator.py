@@ -45,7 +45,14 @@ from podium.rundir import DirLock, PodDir, RunDirError, TournamentDir, safe_name
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, backend_for, read_error, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.generator import Generator, effective_hparams
-from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, PodRecord, database_url
+from podium.tournament.leaderboard import (
+    DatabaseError,
+    Entry,
+    Leaderboard,
+    OwnershipLost,
+    PodRecord,
+    database_url,
+)
 from podium.tournament.scheduler import (
     MIN_ROUND_SECONDS,
     Decisions,
@@ -411,6 +418,9 @@ class Orchestrator:
 
         Raises:
             DatabaseError: another orchestrator runs this tournament (``force`` takes over a stale one).
+            OwnershipLost: another orchestrator took it over while this one ran: this one leaves at once, its
+                pods running on for the new owner (the process backend's; Ray's end with this process and are
+                resumed by the new owner from their checkpoints).
         """
         board = self.board
         try:
@@ -430,14 +440,22 @@ class Orchestrator:
         stop = StopReason.INTERRUPTED
         try:
             with _sigterm_as_interrupt():  # `kill`, `docker stop`, Kubernetes: wind down as for Ctrl-C
+                lost = False
                 try:
                     self._reconcile()
                     stop = self._loop()
                 except KeyboardInterrupt:
                     stop = StopReason.INTERRUPTED
+                except OwnershipLost:
+                    lost = True
+                    raise
                 finally:
-                    self._wind_down(stop)
+                    self._wind_down(stop, lost)
                     self.view.stop()
+        except OwnershipLost as exc:  # the tournament is another's now: write nothing more, stop no pod
+            self.view.event(f"leaving: {exc}")
+            board.close()
+            raise
         except BaseException:  # a crash: give up ownership, so that a resume need not wait for it to go stale
             with contextlib.suppress(Exception):
                 board.release("interrupted", stop_reason=str(StopReason.INTERRUPTED), elapsed=self.elapsed())
@@ -518,6 +536,7 @@ class Orchestrator:
         steps so far; a pod that finished or failed just before the stop reached it is recorded as it ended."""
         if not pods:
             return
+        self.board.heartbeat(self.elapsed())  # still the owner? (else OwnershipLost, before any pod is stopped)
         self.backend.cancel_many([pod.id for pod in pods])
         self._beat()
         for pod in pods:
@@ -684,9 +703,12 @@ class Orchestrator:
             self._beat()
             time.sleep(0.5)
 
-    def _wind_down(self, stop: StopReason) -> None:
-        """At the end: let running pods hand in their rounds (time/step budget), preempt the rest."""
+    def _wind_down(self, stop: StopReason, lost: bool = False) -> None:
+        """At the end: let running pods hand in their rounds (time/step budget), preempt the rest. A tournament
+        another orchestrator took over (``lost``) is left as it is: its pods are the new owner's."""
         try:
+            if lost:
+                return
             if stop.drains:
                 deadline = time.monotonic() + STOP_GRACE
                 while self.board.pods(PodStatus.RUNNING) and time.monotonic() < deadline:
@@ -694,8 +716,14 @@ class Orchestrator:
                         self._collect(outcome)
                     self._beat()  # the owner still lives: a second orchestrator must not take over meanwhile
             self._preempt(*self.board.pods(PodStatus.RUNNING))
+        except OwnershipLost:
+            lost = True
+            raise
         finally:
-            self.backend.shutdown()
+            if lost:
+                self.backend.detach()
+            else:
+                self.backend.shutdown()
 
     # ----------------------------------------------------------------- the report
     def _report(self, stop: StopReason) -> TournamentReport:

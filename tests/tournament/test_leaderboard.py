@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from podium.pod import PodReport
 from podium.rundir import PodDir
 from podium.store import save_checkpoint
-from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, database_url, redact
+from podium.tournament.leaderboard import DatabaseError, Entry, Leaderboard, OwnershipLost, database_url, redact
 from podium.tournament.updater import Updater, checkpoint_holds
 
 
@@ -501,6 +501,28 @@ def test_a_second_orchestrator_cannot_claim_a_running_tournament(db_url):
     assert board.claim(force=True) == owner
     other.update_info(owner="another-host:1", heartbeat=time.time() - 3600)  # stale heartbeat: may take over
     assert board.claim() == owner
+
+
+def test_an_owner_taken_over_writes_nothing_more(db_url):
+    """An orchestrator whose heartbeat went stale (a suspended laptop, a paused container) and that wakes up after
+    another took its tournament over must not write on: not a pod, not an entry, not a heartbeat, not its end."""
+    board = _board(db_url)
+    board.claim()
+    pod = _pod(board, Path("/x"))
+    Leaderboard(db_url, board.name).update_info(owner="another-host:1", heartbeat=time.time())  # the new owner
+    writes = {
+        "heartbeat": lambda: board.heartbeat(99.0),
+        "update_pod": lambda: board.update_pod(pod.id, steps=1),
+        "take_pod_number": board.take_pod_number,
+        "release": lambda: board.release("finished"),
+    }
+    for name, write in writes.items():
+        with pytest.raises(OwnershipLost, match="taken over by another-host:1"):
+            write()
+        info = board.info()
+        assert (info["owner"], info["status"], info["elapsed"]) == ("another-host:1", "running", 0.0), name
+    assert board.pod(pod.id).steps != 1
+    assert board.claim(force=True)  # taking it back on purpose is a claim, not a write
 
 
 def test_an_owner_on_this_host_is_judged_by_its_process_not_its_heartbeat(db_url):

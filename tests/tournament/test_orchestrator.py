@@ -14,7 +14,7 @@ import pytest
 from podium.config import ConfigError
 from podium.envs import register, registry
 from podium.envs.classic.cartpole import CartPoleVecEnv
-from podium.tournament import leaderboard, resume_tournament, tournament
+from podium.tournament import leaderboard, load_tournament_config, resume_tournament, tournament
 from podium.tournament.backends import Resources
 from podium.tournament.backends.inline import InlineBackend
 from podium.tournament.leaderboard import Leaderboard
@@ -355,3 +355,43 @@ def test_an_inline_pods_overhead_does_not_count_its_wait_in_the_queue(tmp_path):
     first, second = sorted(board.pods(), key=lambda p: p.number)
     board.close()
     assert second.started >= first.ended - 1e-3  # it began when the first had finished, not when both were queued
+
+
+def test_an_orchestrator_taken_over_leaves_without_writing_or_stopping_pods(tmp_path):
+    """An orchestrator that wakes up after another took its tournament over (its heartbeat had gone stale: a
+    suspended laptop, a paused container) leaves at once: no result recorded, no pod marked preempted, no
+    'finished' written over the new owner's tournament."""
+    import threading
+
+    from podium.tournament.leaderboard import OwnershipLost
+    from podium.tournament.states import PodStatus
+
+    orch = Orchestrator.start(
+        load_tournament_config(None, **_config(seconds=60, pod={**POD, "steps": 40_960})), run_dir=tmp_path / "run"
+    )
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _run_catching(orch, errors))
+    thread.start()
+    board = open_leaderboard(tmp_path / "run")
+    try:
+        deadline = time.monotonic() + 60
+        while not board.pods(PodStatus.RUNNING):
+            assert time.monotonic() < deadline and thread.is_alive(), errors
+            time.sleep(0.05)
+        board.update_info(owner="another-host:1", heartbeat=time.time())  # the new owner
+        thread.join(120)
+        assert not thread.is_alive()
+        assert len(errors) == 1 and isinstance(errors[0], OwnershipLost), errors
+        info = board.info()
+        assert (info["owner"], info["status"]) == ("another-host:1", "running")
+        assert {p.status for p in board.pods()} == {PodStatus.RUNNING}  # left as they were, for the new owner
+        assert board.history() == []
+    finally:
+        board.close()
+
+
+def _run_catching(orch: Orchestrator, errors: list[BaseException]) -> None:
+    try:
+        orch.run()
+    except BaseException as exc:
+        errors.append(exc)

@@ -326,6 +326,24 @@ def test_an_adopted_pods_gpu_is_read_back_so_new_pods_spread_beside_it(monkeypat
     assert process._gpu_of(cpu_pod.pid) is None  # gone
 
 
+def test_detaching_leaves_running_pods_to_the_new_owner(tmp_path):
+    """An orchestrator taken over leaves its pods running (they live in sessions of their own, and the new owner
+    adopts them); shutting down stops them."""
+    from podium.tournament.backends.process import ProcessBackend, _Running
+
+    backend = ProcessBackend()
+    pods = [subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(2)]
+    try:
+        backend._running = {f"p{i}": _Running(tmp_path, p.pid, p, None) for i, p in enumerate(pods)}
+        backend.detach()
+        time.sleep(0.2)
+        assert backend._running == {} and all(p.poll() is None for p in pods)
+    finally:
+        for p in pods:
+            p.kill()
+            p.wait()
+
+
 def test_a_numbered_gpu_is_refused_where_each_pod_gets_its_own(tmp_path):
     import pytest
 

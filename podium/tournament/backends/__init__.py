@@ -146,6 +146,11 @@ class Backend(ABC):
         """Stop everything still running (the orchestrator is leaving)."""
         return None
 
+    def detach(self) -> None:
+        """Leave, stopping no running pod: another orchestrator took the tournament over and adopts them.
+        Default: :meth:`shutdown` (a backend whose pods cannot outlive it)."""
+        self.shutdown()
+
 
 def backend_class(name: str) -> type[Backend]:
     """The backend class registered as ``name`` in :data:`BACKENDS`."""

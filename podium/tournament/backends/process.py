@@ -216,6 +216,10 @@ class ProcessBackend(Backend):
         self.cancel_many(list(self._running))
         self._retire_idle(0.0)
 
+    def detach(self) -> None:
+        self._running.clear()  # pod processes live in sessions of their own: they go on, the new owner adopts them
+        self._retire_idle(0.0)
+
     def _retire_idle(self, older_than: float) -> None:
         """Stop idle pod processes that waited more than ``older_than`` seconds (closing stdin ends them)."""
         now = time.monotonic()
