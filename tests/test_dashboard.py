@@ -52,22 +52,9 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def run_dir(small_tournament) -> Path:
     """A finished tournament of three pods (its best entry may be a child of its first pod)."""
-    path = tmp_path_factory.mktemp("dashboard") / "run"
-    tournament(
-        run_dir=path,
-        progress=False,
-        env="CartPole-v1",
-        algos={"ppo": 1},
-        pod=POD,
-        backend="inline",
-        steps=3 * 1024,
-        target=500.0,
-        leaderboard_size=3,
-        pool={"max": 1},
-    )
-    return path
+    return small_tournament("dashboard", {"ppo": 1}, pods=3, eval_every=POD["eval_every"])
 
 
 @pytest.fixture

@@ -203,25 +203,9 @@ def test_the_cli_exports_and_names_the_file(runs: dict[tuple[str, str], Path], t
 
 
 @pytest.fixture(scope="module")
-def tournament_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tournament_dir(small_tournament) -> Path:
     """A finished inline tournament of tiny CartPole pods whose leaderboard holds three entries."""
-    from podium.tournament import tournament
-
-    path = tmp_path_factory.mktemp("tournament") / "run"
-    pod = {"steps": 1024, "eval_every": 1024, "eval_episodes": 4, "tensorboard": False, "num_envs": 16}
-    tournament(
-        run_dir=path,
-        progress=False,
-        env="CartPole-v1",
-        algos={"ppo": 1, "dqn": 1},
-        pod=pod,
-        backend="inline",
-        steps=4 * 1024,
-        target=500.0,
-        leaderboard_size=3,
-        pool={"max": 1},
-    )
-    return path
+    return small_tournament("tournament", {"ppo": 1, "dqn": 1}, pods=4, eval_every=1024)
 
 
 def test_a_tournament_exports_its_champion_or_its_top_k(tournament_dir: Path) -> None:
