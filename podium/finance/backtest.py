@@ -28,6 +28,7 @@ numbers; with the env's 0.2% they would end 0.2% lower):
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -71,7 +72,7 @@ EQUAL_WEIGHT = "equal_weight"
 
 _PERIOD_SLACK = pd.Timedelta(days=4)  # a period may overhang the data by a weekend plus a holiday
 # env settings that change what a policy observes: every member of an ensemble must share them
-_OBSERVATION_KWARGS = ("indicators", "hmax", "price_scale", "indicator_scales")
+_OBSERVATION_KWARGS = ("indicators", "hmax", "price_scale", "indicator_scales", "initial_cash")
 
 
 @dataclass
@@ -205,6 +206,18 @@ def _env_kwargs(policy: Policy) -> dict[str, Any]:
             "(podium.finance.env.StockTradingVecEnv, e.g. 'StockTrading-v0'); it cannot be backtested"
         )
     return {**entry.kwargs, **spec.env_kwargs}
+
+
+def _effective_kwargs(policy: Policy) -> dict[str, Any]:
+    """Every setting of the policy's env as it trained: :func:`_env_kwargs` over the constructor's defaults, with
+    sequences as tuples (an unset setting and its default written out, a list and a tuple, compare equal)."""
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(StockTradingVecEnv.__init__).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    kwargs = {**defaults, **_env_kwargs(policy)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
 
 
 def seen_periods(policy: Policy) -> dict[str, tuple[str, str]]:
@@ -428,9 +441,10 @@ def backtest(
     members = _load_policies(policies, device)
     env_device = members[0].agent.device
     kwargs = _env_kwargs(members[0])
+    observed = _effective_kwargs(members[0])
     for other in members[1:]:
-        other_kwargs = _env_kwargs(other)
-        differ = [k for k in _OBSERVATION_KWARGS if other_kwargs.get(k) != kwargs.get(k)]
+        other_kwargs = _effective_kwargs(other)
+        differ = [k for k in _OBSERVATION_KWARGS if other_kwargs[k] != observed[k]]
         if differ:
             raise ValueError(
                 f"ensemble members observe the market differently: {other.path} and {members[0].path} "
@@ -769,7 +783,11 @@ def backtest_command(
     paths = resolve_policy_paths(path, top_k, checkpoints=checkpoints)
     if fill is not None and fill not in FILLS:
         raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
-    out_dir = Path(out) if out is not None else _default_out_dir(Path(path), start, end, fill)
+    if out is None:  # named by the fill it runs with: as trained (the first member's), unless told
+        resolved = fill or _effective_kwargs(load(paths[0], device=device))["fill"]
+        out_dir = _default_out_dir(Path(path), start, end, resolved)
+    else:
+        out_dir = Path(out)
     with warnings.catch_warnings():  # said below, in the table's words
         warnings.simplefilter("ignore", UserWarning)
         report = backtest(

@@ -80,9 +80,9 @@ from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import MarketData, Period, load_market
 
 SCORES = ("return", "sharpe")
+"""What an episode's return can measure (``StockTradingVecEnv(score=...)``)."""
 FILLS = ("close", "next_close")
 """When an order made on day ``d`` executes: at ``close[d]`` (the default, FinRL's) or at ``close[d + 1]``."""
-"""What an episode's return can measure (``StockTradingVecEnv(score=...)``)."""
 
 __all__ = ["INDICATOR_SCALES", "StockTradingEnv", "StockTradingVecEnv"]
 
@@ -117,9 +117,25 @@ def _check_params(
     turbulence_threshold: float | None,
     start_fraction: float,
     cash_jitter: float,
+    reward_scaling: float,
+    price_scale: float,
+    indicator_scales: Mapping[str, float | str] | None,
 ) -> None:
-    if not initial_cash > 0:
-        raise ValueError(f"initial_cash must be positive, got {initial_cash}")
+    if not 0 < initial_cash < math.inf:
+        raise ValueError(f"initial_cash must be a positive number of dollars, got {initial_cash}")
+    for name, value in (("reward_scaling", reward_scaling), ("price_scale", price_scale)):
+        if not 0 < value < math.inf:
+            raise ValueError(f"{name} must be a positive number, got {value}")
+    if turbulence_threshold is not None and not math.isfinite(turbulence_threshold):
+        raise ValueError(f"turbulence_threshold must be a finite number (or None: no rule), got {turbulence_threshold}")
+    for name, scale in (indicator_scales or {}).items():
+        if name not in market.indicator_names:
+            raise ValueError(
+                f"indicator_scales names {name!r}, which the env does not observe: its indicators are "
+                f"{', '.join(market.indicator_names)}"
+            )
+        if scale != "price" and (isinstance(scale, bool | str) or not math.isfinite(float(scale))):
+            raise ValueError(f"indicator_scales[{name!r}] must be a finite number or 'price', got {scale!r}")
     if isinstance(hmax, bool) or int(hmax) != hmax or hmax < 1:
         raise ValueError(f"hmax (most shares per trade per stock) must be a positive integer, got {hmax}")
     if not 0 <= transaction_cost < 1:
@@ -161,7 +177,9 @@ class StockTradingVecEnv(TensorVecEnv):
         random_start: training starts (random day and cash) instead of evaluation starts (day 0,
             exactly ``initial_cash``).
         max_episode_steps: truncate episodes after this many steps; ``None`` = run to the last day.
-        allow_short: let sells exceed the holdings (negative holdings are short positions).
+        allow_short: let sells exceed the holdings (negative holdings are short positions). There is no margin
+            rule: a short's proceeds are cash that may buy other stocks, so leverage is bounded only by ``hmax``
+            per step, and an account whose value reaches zero ends a backtest with an error.
         start_fraction: random start days are drawn from the first ``start_fraction`` of the period.
         cash_jitter: random starting cash is ``initial_cash × U(1 - cash_jitter, 1 + cash_jitter)``.
         price_scale: observation factor of prices and price-like indicators (per dollar).
@@ -214,7 +232,18 @@ class StockTradingVecEnv(TensorVecEnv):
         if score != "return" and max_episode_steps is not None:
             raise ValueError(f"score {score!r} is measured over whole episodes: leave max_episode_steps unset")
         market = load_market(data, period, indicators)
-        _check_params(market, initial_cash, hmax, transaction_cost, turbulence_threshold, start_fraction, cash_jitter)
+        _check_params(
+            market,
+            initial_cash,
+            hmax,
+            transaction_cost,
+            turbulence_threshold,
+            start_fraction,
+            cash_jitter,
+            reward_scaling,
+            price_scale,
+            indicator_scales,
+        )
         num_days, num_stocks = market.close.shape
         obs_dim = 1 + 2 * num_stocks + market.indicators.shape[1] * num_stocks
         super().__init__(
@@ -272,10 +301,11 @@ class StockTradingVecEnv(TensorVecEnv):
         cash, holdings, day, value, _, count, total, squares = state
         # [S, k] the close every trade executes at: today's, or tomorrow's (fill="next_close"; day <= T - 2 here)
         price = self._close.index_select(1, day + self._fill_delay if self._fill_delay else day)
-        # shares wanted [S, k]: clip to [-1, 1], scale by hmax, round toward zero (floor of each side)
-        order = torch.clamp(actions.T, -1.0, 1.0, out=torch.empty_like(holdings)).mul_(self.hmax)
-        sell = order.neg().clamp_min_(0.0).floor_()
-        buy = order.clamp_min_(0.0).floor_()
+        # shares wanted [S, k]: clip to [-1, 1], scale by hmax, round toward zero (floor of each side), in float64
+        # whatever the accounts' dtype: in float32, 0.57 * 100 rounds up to 57.0 (float64 and the twin: 56)
+        order = actions.T.double().clamp(-1.0, 1.0).mul_(self.hmax)
+        sell = order.neg().clamp_min_(0.0).floor_().to(holdings.dtype)
+        buy = order.clamp_min_(0.0).floor_().to(holdings.dtype)
         if self._turbulent is not None:  # a turbulent day: close every position, buy nothing else
             turbulent = self._turbulent[day]
             sell = torch.where(turbulent, holdings.clamp_min(0.0), sell)
@@ -410,7 +440,18 @@ class StockTradingEnv(gym.Env):
         if fill not in FILLS:
             raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
         market = load_market(data, period, indicators)
-        _check_params(market, initial_cash, hmax, transaction_cost, turbulence_threshold, start_fraction, cash_jitter)
+        _check_params(
+            market,
+            initial_cash,
+            hmax,
+            transaction_cost,
+            turbulence_threshold,
+            start_fraction,
+            cash_jitter,
+            reward_scaling,
+            price_scale,
+            indicator_scales,
+        )
         self.fill = fill
         self._fill_delay = FILLS.index(fill)  # days between the observation and the close the orders fill at
         if max_episode_steps is not None and max_episode_steps <= 0:

@@ -83,13 +83,21 @@ def add_indicators(
     if dx_smoothing not in ("ema", "wilder"):
         raise ValueError(f"dx_smoothing must be 'ema' or 'wilder', got {dx_smoothing!r}")
     names = list(dict.fromkeys(indicators))
+    df = df.reset_index(drop=True)  # its own labels: a concatenation's repeat, and the join below would pair wrongly
     out = df.drop(columns=[c for c in names if c in df.columns]).sort_values(["tic", "date"], kind="stable")
     own = {n: int(m.group(1)) for n in names if (m := _DX.fullmatch(n))} if dx_smoothing == "ema" else {}
     blocks = []
     for tic, rows in out.groupby("tic", sort=False):
         # indexed by date already, so that stockstats need not re-index (a deprecated in-place call)
         frame = stockstats.wrap(rows[_STOCKSTATS_INPUT].set_index("date"))
-        values = pd.DataFrame(frame[[n for n in names if n not in own]]).set_axis(rows.index)
+        try:
+            values = pd.DataFrame(frame[[n for n in names if n not in own]]).set_axis(rows.index)
+        except (UserWarning, KeyError, ValueError, IndexError) as exc:  # stockstats's word for a name it cannot parse
+            raise ValueError(
+                f"stockstats cannot compute one of the indicators {names} ({exc}); its names look like "
+                "close_30_sma, rsi_30, macd, boll_ub, dx_30 ('turbulence' and 'vix' are not computed: a prepared "
+                "table brings them as columns)"
+            ) from None
         for name, window in own.items():
             values[name] = _dx_ema(rows["high"].to_numpy(), rows["low"].to_numpy(), window)
         # Bollinger bands over one row have no deviation: a band of zero width (the close), not the next row's

@@ -123,7 +123,8 @@ class MarketData:
         frame = df.assign(date=pd.to_datetime(df["date"]), tic=df["tic"].astype(str))
         if period is not None:
             frame = select_period(frame, *period)
-        columns = ["close", *indicators] + (["turbulence"] if "turbulence" in frame.columns else [])
+        extra = ["turbulence"] if "turbulence" in frame.columns and "turbulence" not in indicators else []
+        columns = ["close", *indicators, *extra]
         wide = frame.pivot(index="date", columns="tic", values=columns).sort_index()
         holes = wide["close"].isna().to_numpy()
         if holes.any():

@@ -1,10 +1,10 @@
 """Trading accounting of ``StockTrading-v0`` (``StockTradingVecEnv``) under random action sequences (hypothesis).
 
-On every step of every account: the account value is cash plus holdings at the day's close, trades execute at
-the previous day's close, the transaction cost is exactly ``cost × traded value`` and is what the cash pays,
-sells never exceed the holdings unless shorting is allowed (and with shorting, short positions are valued the
-same way), and the reward is the change of the value times ``reward_scaling``. Episodes are short, so the
-checks run across auto-resets too.
+On every step of every account: the account value is cash plus holdings at the day's close, trades execute at the
+close of the day the order is placed (the close the policy saw), the transaction cost is exactly ``cost × traded
+value`` and is what the cash pays, sells never exceed the holdings unless shorting is allowed (and with shorting,
+short positions are valued the same way), and the reward is the change of the value times ``reward_scaling``.
+Episodes are short, so the checks run across auto-resets too.
 """
 
 from __future__ import annotations

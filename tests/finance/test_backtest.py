@@ -30,6 +30,7 @@ from podium.finance.backtest import (
 )
 from podium.finance.data import load_ohlcv
 from podium.finance.env import StockTradingVecEnv
+from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import TEST_PERIOD, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance
 
@@ -61,11 +62,11 @@ def policy(run_dir: Path) -> Policy:
 
 
 def test_buy_and_hold_benchmarks_reproduce_the_reference_numbers() -> None:
-    """The table at the end of shared/data/SOURCES.md (empyrical-reloaded, 252 days, rf = 0)."""
+    """The table in podium/finance/data/README.md (empyrical-reloaded, 252 days, rf = 0)."""
     market = load_market("dow29", TEST_PERIOD)
     dia = performance(buy_and_hold(benchmark_prices("DIA", market.dates), 1e6))
     equal = performance(buy_and_hold(market.close, 1e6))
-    reference = {  # as SOURCES.md prints them: compare at the precision it gives
+    reference = {  # as the data's README prints them: compare at the precision it gives
         "DIA": (dia, ("0.428", "0.211", "0.101", "1.95", "-0.085", "2.49")),
         "equal weight": (equal, ("0.404", "0.200", "0.102", "1.85", "-0.082", "2.45")),
     }
@@ -151,6 +152,36 @@ def test_ensemble_of_the_same_policy_twice_equals_the_policy(policy: Policy, run
     from_paths = backtest([run_dir, run_dir / "checkpoints" / "best.pt"], *SHORT)
     pd.testing.assert_frame_equal(single.daily, from_paths.daily)
     assert len(from_paths.policies) == 2
+
+
+def test_an_ensemble_compares_what_its_members_observe_not_how_their_specs_spell_it(
+    policy: Policy, run_dir: Path
+) -> None:
+    spelled_out = podium.load(run_dir)
+    spelled_out.spec = spelled_out.spec.model_copy(
+        update={"env_kwargs": {**policy.spec.env_kwargs, "hmax": 100, "indicators": list(FINRL_INDICATORS)}}
+    )
+    twice = backtest([policy, spelled_out], *SHORT)  # the defaults written out: the same observations
+    pd.testing.assert_frame_equal(twice.daily, backtest(policy, *SHORT).daily)
+    richer = podium.load(run_dir)
+    richer.spec = richer.spec.model_copy(update={"env_kwargs": {**policy.spec.env_kwargs, "initial_cash": 2e6}})
+    with pytest.raises(ValueError, match=r"observe the market differently.*initial_cash"):
+        backtest([policy, richer], *SHORT)  # cash and holdings are observed relative to it
+
+
+def test_the_default_directory_names_the_fill_the_backtest_ran_with(run_dir: Path, tmp_path: Path) -> None:
+    """A policy trained with fill="next_close" backtested as trained, then at the close it saw: two directories
+    (the second used to overwrite the first, and neither said which fill it held)."""
+    quiet, name = Console(file=io.StringIO()), f"backtest_{SHORT[0]}_{SHORT[1]}"
+    env_kwargs = {"period": ["2015-10-01", "2015-12-31"], "max_episode_steps": 20, "fill": "next_close"}
+    late = podium.train(
+        "StockTrading-v0", "ppo", steps=256, num_envs=8, eval_episodes=2, tensorboard=False,
+        run_dir=tmp_path / "late", env_kwargs=env_kwargs,
+    ).run_dir  # fmt: skip
+    as_trained = backtest_command(late, *SHORT, console=quiet)
+    at_close = backtest_command(late, *SHORT, console=quiet, fill="close")
+    assert (as_trained.out_dir.name, at_close.out_dir.name) == (f"{name}_next_close", name)
+    assert backtest_command(run_dir, *SHORT, console=quiet).out_dir.name == name  # trained at the close
 
 
 def test_ensemble_trades_the_mean_action(run_dir: Path) -> None:

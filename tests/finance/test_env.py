@@ -463,6 +463,7 @@ def test_a_period_indicators_and_scales_of_a_table_shape_both_envs_alike(market)
         "period": ("2016-03-01", "2016-06-30"),
         "indicators": ("macd", "rsi_30"),
         "indicator_scales": {"macd": 1.0, "rsi_30": "price"},
+        "price_scale": 0.02,  # not rsi's own factor (0.01): the override must be what scales it
         "random_start": False,
     }
     reference = StockTradingEnv(**options)
@@ -473,7 +474,7 @@ def test_a_period_indicators_and_scales_of_a_table_shape_both_envs_alike(market)
     macd = market.indicators[first, market.indicator_names.index("macd")]
     rsi = market.indicators[first, market.indicator_names.index("rsi_30")]
     np.testing.assert_allclose(obs[1 + 2 * S : 1 + 3 * S], macd, rtol=1e-6)  # factor 1
-    np.testing.assert_allclose(obs[1 + 3 * S :], rsi * 0.01, rtol=1e-6)  # the price factor
+    np.testing.assert_allclose(obs[1 + 3 * S :], rsi * 0.02, rtol=1e-6)  # the price factor
     np.testing.assert_allclose(batched.reset(seed=0)[0][0].numpy(), obs, rtol=1e-6)
 
 
@@ -510,10 +511,30 @@ def test_set_state_checks_every_part_of_the_account(market):
         env.set_state(torch.tensor([10.0, -0.01]), good["holdings"], good["day"])
 
 
+def test_float32_accounts_order_the_shares_float64_and_the_twin_do(market):
+    """0.57 * 100 is 57.0 in float32 and 56.99999 in float64: the same action bought 57 shares in training
+    (float32) and 56 in the backtest (float64) and the gymnasium twin."""
+    orders = {}
+    for dtype in (torch.float32, torch.float64):
+        env = StockTradingVecEnv(data=market, random_start=False, cash_jitter=0.0, dtype=dtype)
+        env.reset(seed=0)
+        actions = torch.zeros(1, market.num_stocks)
+        actions[0, :2] = torch.tensor([0.57, 0.29])
+        env.step(actions)
+        orders[dtype] = env.holdings[0, :2].tolist()
+    assert orders[torch.float32] == orders[torch.float64] == [56.0, 28.0]
+
+
 @pytest.mark.parametrize(
     ("field", "bad", "fine", "match"),
     [
-        ("initial_cash", 0.0, 0.5, r"^initial_cash must be positive, got 0.0$"),
+        ("initial_cash", 0.0, 0.5, r"^initial_cash must be a positive number of dollars, got 0.0$"),
+        ("initial_cash", float("inf"), 1e9, "initial_cash"),
+        ("reward_scaling", float("nan"), 1.0, r"^reward_scaling must be a positive number, got nan$"),
+        ("price_scale", -1.0, 1.0, "price_scale must be a positive number"),
+        ("turbulence_threshold", float("nan"), None, "turbulence_threshold must be a finite number"),
+        ("indicator_scales", {"mcad": 5.0}, {"macd": 5.0}, "names 'mcad', which the env does not observe"),
+        ("indicator_scales", {"macd": "prices"}, {"macd": "price"}, r"must be a finite number or 'price'"),
         ("hmax", 2.5, 1, r"^hmax \(most shares per trade per stock\) must be a positive integer, got 2.5$"),
         ("hmax", True, 3, "hmax"),
         ("transaction_cost", 1.0, 0.0, r"^transaction_cost is a fraction of the traded value in \[0, 1\), got 1.0$"),

@@ -143,3 +143,21 @@ def test_add_indicators_input_errors(fixture: pd.DataFrame) -> None:
         add_indicators(fixture.drop(columns=["volume"]))
     with pytest.raises(ValueError, match="dx_smoothing"):
         add_indicators(fixture, dx_smoothing="sma")  # type: ignore[arg-type]
+
+
+def test_a_repeated_row_index_does_not_pair_indicators_with_the_wrong_stock() -> None:
+    """Per-stock tables joined with pd.concat repeat the row labels 0..n-1: the indicators were joined on them
+    and paired with the wrong stock's rows (three times as many rows came out)."""
+    frame = load_ohlcv("dow29")
+    frame = frame[frame["tic"].isin(["AAPL", "MSFT", "KO"]) & (frame["date"] < "2010-06-01")]
+    stacked = pd.concat([rows.reset_index(drop=True) for _, rows in frame.groupby("tic")])  # labels repeat
+    assert stacked.index.duplicated().any()
+    names = ("close_30_sma", "rsi_30")
+    pd.testing.assert_frame_equal(add_indicators(stacked, names), add_indicators(frame.reset_index(drop=True), names))
+
+
+def test_an_indicator_stockstats_cannot_compute_is_named_as_such() -> None:
+    frame = load_ohlcv("dow29")
+    frame = frame[frame["tic"].isin(["AAPL"]) & (frame["date"] < "2010-06-01")]
+    with pytest.raises(ValueError, match=r"stockstats cannot compute one of the indicators \['turbulence'\]"):
+        add_indicators(frame, ("turbulence",))
