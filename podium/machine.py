@@ -19,8 +19,24 @@ if hasattr(os, "register_at_fork"):
     # A forked child (a pod's evaluator, learners, rollout workers, a gymnasium env's subprocesses) never
     # garbage-collects what it inherited: the parent's garbage may hold native resources whose threads a fork
     # does not copy (a MuJoCo engine's thread pool), and a child that collected one hung for ever in its
-    # destructor. Frozen as the very first thing in the child, before any code of the child's can allocate.
-    os.register_at_fork(after_in_child=gc.freeze)
+    # destructor. The collector is off from just before the fork (other at-fork hooks of the child run before
+    # this one, and allocate) until the inherited objects are frozen; then it is as it was.
+    _collecting = [True]
+
+    def _before_fork() -> None:
+        _collecting[0] = gc.isenabled()
+        gc.disable()
+
+    def _after_fork_in_child() -> None:
+        gc.freeze()
+        if _collecting[0]:
+            gc.enable()
+
+    def _after_fork_in_parent() -> None:
+        if _collecting[0]:
+            gc.enable()
+
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 CPUS_ENV = "PODIUM_CPUS"
 """Environment variable with the CPU cores a process should keep busy (:func:`cpu_budget`); the tournament's

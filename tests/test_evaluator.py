@@ -836,3 +836,49 @@ def test_a_pod_applies_its_plan(tmp_path):
         assert (pod.cpu_plan.threads, pod.cpu_plan.eval_mode) == (2, "process") and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_stochastic_score_depends_on_the_seed_alone(tmp_path):
+    """eval_deterministic: false: the evaluator's draws came from a generator that earlier evaluations had
+    advanced, so the same snapshot on the same seed scored differently each time (and across modes)."""
+    spec = PodSpec(
+        env="Pendulum-v1", algo="ppo", steps=512, eval_episodes=8, eval_deterministic=False, tensorboard=False,
+        eval_mode="inline",
+    )  # fmt: skip
+    pod = Pod(spec, tmp_path / "run", progress=False)
+    service = pod._evaluator_service(mode="inline")
+    try:
+        snapshot = Snapshot.of(pod.agent, 0, 0.0, seed=123)
+        for _ in range(3):
+            service.submit(snapshot)
+        scores = {s.result.mean for s in service.results()}
+        assert len(scores) == 1
+    finally:
+        service.close()
+        pod._lock.release()
+
+
+def test_a_sigint_the_process_ignores_does_not_stop_the_pod(tmp_path):
+    """`cmd &` in a shell script starts cmd ignoring SIGINT, so that Ctrl-C at the terminal stops the script,
+    not its background jobs: a pod stopped on it anyway."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        spec = PodSpec(env="CartPole-v1", algo="ppo", seconds=3, tensorboard=False, eval_mode="inline")
+        report = Pod(spec, tmp_path / "run", progress=False).run()
+        timer.join()
+        assert report.wall_time >= 2.5  # ran its budget
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_process_evaluation_is_refused_on_a_gpu():
+    from podium.pod.pod import plan_cpu
+
+    spec = PodSpec.model_construct(
+        env="CartPole-v1", algo="ppo", device="cuda", eval_mode="process", torch_threads=None
+    )
+    with pytest.raises(ValueError, match="eval_mode 'process' forks the pod"):
+        plan_cpu(spec, cores=4, widest_matmul=64, fork=True)

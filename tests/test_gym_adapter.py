@@ -457,3 +457,29 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has died
     except FileNotFoundError:
         return False
+
+
+def test_an_env_subprocess_of_a_pods_child_still_ends_on_sigterm():
+    """A pod's evaluator process, rollout workers and extra learners ignore SIGTERM (their pod stops them); their
+    env subprocesses inherited that, and gymnasium's close(terminate=True) then waited for ever on a stuck one."""
+    from podium.pod._child import ignore_stop_signals
+
+    ctx = multiprocessing.get_context("fork")
+
+    def child(queue) -> None:
+        ignore_stop_signals()
+        env = GymVecEnv("Pendulum-v1", num_envs=2, vectorization="async")
+        proc = env.vector_env.processes[0]
+        proc.terminate()
+        proc.join(5)
+        queue.put(proc.is_alive())
+        for p in env.vector_env.processes:
+            p.kill()
+
+    queue = ctx.Queue()
+    process = ctx.Process(target=child, args=(queue,))
+    process.start()
+    try:
+        assert queue.get(timeout=60) is False
+    finally:
+        process.join(30)

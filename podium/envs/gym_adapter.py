@@ -61,6 +61,7 @@ def _worker_ignoring_stop_signals(*args: Any) -> None:
     ``close(terminate=True)`` and multiprocessing's clean-up at exit stop it (ignoring it hung the exit of a
     program that never closed its env). It ends on its own, too, when its parent is gone (its pipe closes)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not what it inherited: a pod's child ignores it, a pod notes it
     if hasattr(os, "setpgrp"):
         os.setpgrp()
         _die_with_parent()  # out of the parent's group, a kill of the group (a stuck pod's) no longer ends it

@@ -237,14 +237,21 @@ class _Scorer:
                 with contextlib.suppress(Exception):
                     evaluator.env.close()
 
+    def _seed_actions(self, seed: int) -> None:
+        generator = getattr(self.agent, "generator", None)
+        if isinstance(generator, torch.Generator):
+            generator.manual_seed(seed)
+
     def score(self, modules: dict[str, Any], seed: int) -> tuple[EvalResult, EvalResult | None, float]:
         start = time.perf_counter()
         self.agent.load_modules(modules)
+        self._seed_actions(seed)  # a stochastic policy's draws depend on the seed only, not on earlier scores
         result = self.evaluator.evaluate(self.agent, seed=seed)
         confirmation = None
         if self.confirmer is not None and self.target is not None and result.mean >= self.target:
             confirm_seed = self.confirm_seed + self.confirmations * self.confirmer.env.num_envs
             self.confirmations += 1
+            self._seed_actions(confirm_seed)
             confirmation = self.confirmer.evaluate(self.agent, seed=confirm_seed)
         return result, confirmation, time.perf_counter() - start
 

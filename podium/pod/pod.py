@@ -290,6 +290,11 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
     than with one thread on the same VM)."""
     mode = spec.eval_mode
     if spec.device != "cpu":
+        if mode == "process":  # forked after CUDA started: the child cannot use it
+            raise ValueError(
+                f"eval_mode 'process' forks the pod, which cannot be done on {spec.device} (CUDA does not survive "
+                "a fork): use eval_mode 'thread' (the default there, 'auto') or 'inline'"
+            )
         return CpuPlan(spec.torch_threads, "thread" if mode == "auto" else mode)
     budget = spec.torch_threads or cores
     wide = widest_matmul >= WIDE_MATMUL
@@ -1094,7 +1099,9 @@ def _deferred_signals() -> Iterator[list[int]]:
             raise KeyboardInterrupt(f"{signal.Signals(signum).name} again: stopping at once, without saving")
         received.append(signum)
 
-    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # a signal this process was told to ignore (`cmd &` in a script ignores SIGINT) stays ignored
+    stops = [sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, note) for sig in stops}
     try:
         yield received
     finally:
