@@ -163,6 +163,8 @@ def train_command(
     from podium.api import train
     from podium.config import ConfigError
     from podium.pod import EvaluationError, PodInterrupted, TrainingDivergedError
+    from podium.pod.pod import LearnerError
+    from podium.pod.worker import WorkerError
     from podium.store import CheckpointError
 
     fields = {
@@ -184,7 +186,7 @@ def train_command(
         raise typer.Exit(code=exc.exit_code) from None
     except (ConfigError, CheckpointError, KeyError, ValueError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
-    except (TrainingDivergedError, EvaluationError) as exc:
+    except (TrainingDivergedError, EvaluationError, WorkerError, LearnerError) as exc:
         raise _fail(str(exc)) from exc
     if report.message:
         console.print(f"[bold yellow]note:[/] {report.message}", soft_wrap=True)

@@ -435,3 +435,25 @@ def test_the_in_process_worker_records_every_step_and_reports_the_episodes_that_
     assert all(torch.equal(getattr(again, k), v) for k, v in vars(step).items() if k != "extras")
     assert again.extras.keys() == step.extras.keys()
     assert Worker(env, agent).collect(agent.make_buffer()).steps == agent.rollout_steps * 3  # the agent's length
+
+
+def test_a_worker_that_cannot_start_says_why_and_leaves_no_checkpoint(tmp_path, monkeypatch):
+    """A rollout worker whose env failed to build: the pod said "rollout worker 0 died (exit code 1) between
+    rollouts" (the reason was left unread in the pipe) and saved a 0-step checkpoint, which was offered for a
+    resume that would keep the faulty spec."""
+    import podium.pod.pod as pod_module
+
+    def broken(spec, config, rank, num_envs):
+        raise RuntimeError("cannot build the env (simulated)")
+
+    monkeypatch.setattr(pod_module, "_worker_parts", broken)
+    spec = PodSpec(
+        env="Pendulum-v1", algo="ppo", steps=4096, workers=2, num_envs=8, native_env=False, tensorboard=False,
+        eval_mode="inline",
+    )  # fmt: skip
+    with pytest.raises(WorkerError, match=r"rollout worker \d failed: RuntimeError: cannot build the env"):
+        Pod(spec, tmp_path / "run", progress=False).run()
+    assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
+    monkeypatch.undo()
+    report = Pod(spec, tmp_path / "run", progress=False, overwrite=True).run()  # started again, fixed
+    assert report.steps >= 4096

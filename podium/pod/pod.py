@@ -722,7 +722,8 @@ class Pod:
                     if self.time_to_target is not None:
                         stop = "target"  # the final policy confirmed it
         except (EvaluationError, WorkerError):
-            self.save(buffer=buffer)
+            if self.iterations > 0:  # a run that never learned leaves no checkpoint: it is started again, not resumed
+                self.save(buffer=buffer)
             raise
         except RuntimeError as exc:  # a fusion failed: say which learner failed and why
             failure = group.failure() if group is not None else None  # read once: it takes the message

@@ -200,6 +200,7 @@ class WorkerGroup:
         }
         context = multiprocessing.get_context(start_method)
         self.stopping = context.Event()  # set by close: a worker abandons its rollout at the next step
+        self.started = False  # whether the workers were ever set collecting (for what a death is named by)
         self.processes: list[Any] = []
         self.conns: list[Any] = []
         try:  # a start that fails half-way must not leave the workers already started running
@@ -243,8 +244,12 @@ class WorkerGroup:
         for rank, conn in enumerate(self.conns):
             try:
                 conn.send(extra)
-            except (BrokenPipeError, OSError):  # it died after its last rollout
-                raise WorkerError(self._death(rank, "between rollouts")) from None
+            except (BrokenPipeError, OSError):  # it died before its first rollout (its build failed) or after one
+                said = self._last_words(conn)
+                if said is not None:
+                    raise WorkerError(f"rollout worker {rank} failed: {said}") from None
+                raise WorkerError(self._death(rank, "between rollouts" if self.started else "while starting")) from None
+        self.started = True
 
     def _wait(self) -> None:
         pending = dict(enumerate(self.conns))
@@ -263,6 +268,17 @@ class WorkerGroup:
             dead = [rank for rank in pending if not ready and not self.processes[rank].is_alive()]
             if dead:
                 raise WorkerError(self._death(dead[0]))
+
+    @staticmethod
+    def _last_words(conn: Any) -> str | None:
+        """What a worker that died sent before it went (its failure, as ``report_failure`` words it), if any."""
+        try:
+            if conn.poll(1.0):
+                message = conn.recv()
+                return message if isinstance(message, str) and message != "ready" else None
+        except (EOFError, OSError):
+            pass
+        return None
 
     def _death(self, rank: int, when: str = "before finishing its rollout") -> str:
         proc = self.processes[rank]
