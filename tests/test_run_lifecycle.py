@@ -410,3 +410,31 @@ def test_a_forked_child_does_not_keep_its_pods_directory_locked(tmp_path):
     finally:
         child.kill()
         child.join()
+
+
+def test_confirmation_seeds_are_never_used_twice_not_even_for_a_new_target(tmp_path, monkeypatch):
+    """The confirmation seeds came from the count of confirmations for the current target: a resume with a new
+    target confirmed its snapshots on the very episodes the first leg had used."""
+    from podium.pod.evaluator import EvalResult, Evaluator
+
+    seeds: list[int] = []
+    evaluate = Evaluator.evaluate
+
+    def scored(self, agent, seed=None):  # routine evaluations cross any target; confirmations never pass
+        result = evaluate(self, agent, seed)
+        confirming = self.env.num_envs == 100
+        if confirming:
+            seeds.append(seed)
+        mean = 100.0 if confirming else 600.0
+        return EvalResult(mean, 1.0, result.episodes, result.seconds, (mean,) * result.episodes)
+
+    monkeypatch.setattr(Evaluator, "evaluate", scored)
+    spec = PodSpec(
+        env="CartPole-v1", algo="ppo", steps=2048, target=475, eval_every=1024, eval_mode="inline",
+        tensorboard=False, eval_episodes=4,
+    )  # fmt: skip
+    Pod(spec, tmp_path / "run", progress=False).run()
+    first = list(seeds)
+    Pod.resume(tmp_path / "run", progress=False, steps=4096, target=450).run()
+    second = seeds[len(first) :]
+    assert first and second and not set(first) & set(second)

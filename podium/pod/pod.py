@@ -413,6 +413,7 @@ class Pod:
         self.train_time_to_target: float | None = None
         self.confirmed: dict[str, float] | None = None  # mean, std, episodes of the confirmation that stopped it
         self.confirmations = 0  # confirmations tried for this target: each asks for more (evaluator.margin_for)
+        self.confirm_seeds_used = 0  # confirmations ever run, whatever the target: each takes fresh seeds
         self.evaluations = 0
         self._next_eval = 0  # env steps of the next evaluation; 0: the first cadence step (set by run)
         self._next_snapshot = spec.snapshot_every or math.inf
@@ -454,10 +455,15 @@ class Pod:
         pod.eval_wait = float(c.get("eval_wait", pod.eval_time))
         pod.evaluations = int(c.get("evaluations", 0))
         pod.best_mean, pod.best_std = float(c["best_mean"]), float(c["best_std"])
+        b: dict[str, Any] = {}
         if pod_dir.best.is_file():  # best.pt may be newer than last.pt (a crash between two checkpoints)
             b = load_checkpoint(pod_dir.best)["counters"]
             if (float(b["best_mean"]), -float(b["best_std"])) > (pod.best_mean, -pod.best_std):
                 pod.best_mean, pod.best_std = float(b["best_mean"]), float(b["best_std"])
+        # confirmation seeds are never used twice: not after a new target, nor after a kill that lost the
+        # counters of last.pt's successors (best.pt, written at a confirmation, may know of later ones)
+        used = [int(x.get("confirm_seeds_used", x.get("confirmations", 0))) for x in (c, b)]
+        pod.confirm_seeds_used = max(used)
         pod._next_eval = int(c["next_eval"])
         pod._next_snapshot = float(c.get("next_snapshot", spec.snapshot_every or math.inf))
         if spec.target == old.target:  # a new target is reached (or not) anew
@@ -465,7 +471,7 @@ class Pod:
             pod.steps_to_target = c.get("steps_to_target")
             pod.train_time_to_target = c.get("train_time_to_target")
             pod.confirmed = c.get("confirmed")
-            pod.confirmations = int(c.get("confirmations", 0))
+            pod.confirmations = max(int(c.get("confirmations", 0)), int(b.get("confirmations", 0)))
         if hasattr(pod.agent, "generator"):  # a resumed leg draws new numbers, as its envs reset with new seeds
             pod.agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + pod.iterations)
         pod._replay = pod._read_replay(pod_dir.replay, steps=pod.steps)
@@ -521,6 +527,7 @@ class Pod:
             "train_time_to_target": self.train_time_to_target,
             "confirmed": self.confirmed,
             "confirmations": self.confirmations,
+            "confirm_seeds_used": self.confirm_seeds_used,
         }
 
     def _payload(self, agent_state: dict[str, Any] | None = None, counters: dict[str, Any] | None = None) -> dict:
@@ -819,8 +826,8 @@ class Pod:
         return EvaluatorService(
             build,
             target=spec.target if spec.confirm_episodes > 0 else None,
-            # a resumed pod goes on with fresh confirmation seeds
-            confirm_seed=spec.seed + CONFIRM_SEED_OFFSET + self.confirmations * spec.confirm_episodes,
+            # a resumed pod goes on with fresh confirmation seeds (whatever its target)
+            confirm_seed=spec.seed + CONFIRM_SEED_OFFSET + self.confirm_seeds_used * spec.confirm_episodes,
             mode=mode or self.cpu_plan.eval_mode,
         )
 
@@ -858,6 +865,7 @@ class Pod:
             reached = False
         elif scored.confirmation is not None:
             self.confirmations += 1
+            self.confirm_seeds_used += 1
             reached = confirms(scored.confirmation, spec.target, spec.confirm_margin, self.confirmations)
         else:
             reached = spec.confirm_episodes == 0 and result.mean >= spec.target
