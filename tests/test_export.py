@@ -38,7 +38,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path
     root = tmp_path_factory.mktemp("runs")
     out = {}
     for env, algo in CASES:
-        report = podium.train(env, algo, steps=1024, seed=1, run_dir=root / f"{algo}-{env}", **FAST)
+        report = podium.train(env, algo, steps=512, seed=1, run_dir=root / f"{algo}-{env}", **FAST)
         out[env, algo] = Path(report.run_dir)
     return out
 
