@@ -797,6 +797,11 @@ NARROW, WIDE = 1 << 20, 1 << 25  # classic-control and MuJoCo-sized widest matri
         ({"eval_mode": "thread"}, NARROW, 4, (1, "thread")),
         ({"device": "cuda"}, WIDE, 16, (None, "thread")),  # torch's own threads on an accelerator
         ({"device": "cuda", "torch_threads": 3, "eval_mode": "inline"}, WIDE, 16, (3, "inline")),
+        # the pod's own processes take their cores first: a learner and its 2 workers leave none on 3 cores
+        ({"workers": 2, "num_envs": 8}, NARROW, 3, (1, "inline")),
+        ({"workers": 2, "num_envs": 8}, NARROW, 4, (1, "process")),
+        ({"learners": 2}, NARROW, 2, (1, "inline")),
+        ({"learners": 2}, NARROW, 3, (1, "process")),
     ],
 )
 def test_cpu_plan_splits_the_cores_between_training_and_the_evaluator(fields, widest, cores, plan):

@@ -306,7 +306,7 @@ def test_a_learner_killed_with_its_worker_fails_the_pod_and_leaves_no_process(tm
         return original(self, buffer, next_obs)
 
     monkeypatch.setattr(pod_module.Learner, "learn", dies)
-    spec = PodSpec(seconds=60, algo="ppo", learners=2, workers=1, **GYM_PENDULUM)
+    spec = PodSpec(seconds=60, algo="ppo", learners=2, workers=1, eval_mode="process", **GYM_PENDULUM)
     with _every_descendant() as seen, pytest.raises(LearnerError, match="learner 1 ended with exit code -9"):
         Pod(spec, tmp_path, progress=False).run()
     assert len(seen) >= 4  # the evaluator, learner 1 and the two rollout workers

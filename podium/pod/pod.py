@@ -283,7 +283,8 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
     thread (``auto``) and torch keeps its threads unless ``torch_threads`` is set. On a CPU, ``auto`` gives
     the evaluator a process of its own when the budget leaves training enough: two cores for networks under
     :data:`WIDE_MATMUL` (training uses one thread however many it may have), three for wider ones (training
-    uses the rest); otherwise the evaluator runs inline, between learning phases, every
+    uses the rest), and a core beside each of the pod's own processes (its learners and their rollout workers);
+    otherwise the evaluator runs inline, between learning phases, every
     :data:`DEFAULT_EVAL_EVERY` env steps. An evaluator process always costs training one core of the
     budget: two training threads beside an evaluator process on two cores keep losing a core to it, and
     GNU OpenMP's threads wait for each other at every operation (a SAC pod on HalfCheetah ran 14x slower
@@ -298,8 +299,10 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
         return CpuPlan(spec.torch_threads, "thread" if mode == "auto" else mode)
     budget = spec.torch_threads or cores
     wide = widest_matmul >= WIDE_MATMUL
+    # the pod's own processes, a core each: K learners, each with its W rollout workers
+    busy = spec.learners * (1 + spec.workers)
     if mode == "auto":
-        mode = "process" if fork and budget >= (3 if wide else 2) else "inline"
+        mode = "process" if fork and budget >= max(3 if wide else 2, busy + 1) else "inline"
     if not wide and spec.torch_threads is None:
         return CpuPlan(1, mode)
     return CpuPlan(max(1, budget - 1) if mode == "process" else budget, mode)
@@ -439,7 +442,8 @@ class Pod:
     def _resume(self, progress: bool | None, overrides: dict[str, Any]) -> Pod:
         pod, pod_dir = self, self.dir
         payload = load_checkpoint(pod_dir.last)
-        remove_partial_writes(pod_dir.checkpoints)  # what a killed run was writing when it died
+        for directory in (pod_dir.checkpoints, pod_dir.snapshots):  # what a killed run was writing when it died
+            remove_partial_writes(directory)
         old = PodSpec(**payload["spec"])
         changes = {k: v for k, v in overrides.items() if v is not None}
         spec = PodSpec(**{**payload["spec"], **changes})
