@@ -199,7 +199,10 @@ function drawProgress(state) {
   });
 }
 
+let curveRequests = 0; // the newest drawCurve call draws: an older answer that arrives later is dropped
+
 async function drawCurve(state) {
+  const request = ++curveRequests;
   const pod = selectedPod || state.champion || (state.pool[0] && state.pool[0].pod_id);
   byId("curve-reset").hidden = !selectedPod;
   if (!pod) {
@@ -215,6 +218,7 @@ async function drawCurve(state) {
   }
   if (!response.ok) throw new Error(`curve of ${pod}: HTTP ${response.status}`);
   const curve = await response.json();
+  if (request !== curveRequests) return; // a click (or the next poll) asked for another curve meanwhile
   const role = pod === state.champion ? "the champion" : curve.status;
   const ancestors = curve.ancestors || [];
   byId("curve-title").textContent = `Learning curve of ${curve.pod_id} (${curve.algo}, ${role})`
