@@ -297,3 +297,28 @@ def test_children_stuck_together_are_given_one_timeout_not_one_each():
 
     reap([Stuck(), Stuck(), Stuck()], [], timeout=0.2)
     assert waits[0] == pytest.approx(0.2, abs=0.01) and waits[1:] == [0.0, 0.0]
+
+
+def test_learner_0_forks_its_workers_and_evaluator_before_the_fusion_starts_threads(tmp_path, monkeypatch):
+    """Joining the fusion group starts gloo's threads; learner 0 then forked its rollout workers and its
+    evaluator, copying threads that may hold a lock (the extra learners fork theirs before joining)."""
+    import podium.pod.pod as pod_module
+    from podium.pod.evaluator import EvaluatorService
+
+    order: list[str] = []
+    for owner, name, label in (
+        (pod_module, "_make_worker", "worker"),
+        (pod_module.FusionGroup, "__init__", "fusion"),
+        (EvaluatorService, "__init__", "evaluator"),
+    ):
+        original = getattr(owner, name)
+
+        def recorded(*args, _original=original, _label=label, **kwargs):
+            if multiprocessing.parent_process() is None:  # learner 0, the pod's own process
+                order.append(_label)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, recorded)
+    spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=2048, learners=2, eval_mode="process", **FAST)
+    Pod(spec, tmp_path, progress=False).run()
+    assert order[:3] == ["worker", "evaluator", "fusion"], order

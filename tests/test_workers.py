@@ -234,11 +234,12 @@ def _failing_parts(spec: PodSpec, config, rank: int, num_envs: int):
 def test_a_worker_that_fails_reports_why():
     spec = PodSpec(algo="td3", steps=1000, **GYM_PENDULUM)
     agent = _learner(spec, 2)
-    group = WorkerGroup(agent, functools.partial(_failing_parts, spec, agent.config), 2)
-    try:
-        with pytest.raises(WorkerError, match="rollout worker 1 failed: RuntimeError: no simulator licence"):
-            group.collect(agent.make_buffer())
-    finally:
+    group = None
+    # said as the group starts (the worker died before it was set collecting) or at the first collect
+    with pytest.raises(WorkerError, match="rollout worker 1 failed: RuntimeError: no simulator licence"):
+        group = WorkerGroup(agent, functools.partial(_failing_parts, spec, agent.config), 2)
+        group.collect(agent.make_buffer())
+    if group is not None:
         group.close()
 
 

@@ -652,10 +652,11 @@ class Pod:
             # evaluator builds its env and agent as it starts)
             worker = _make_worker(spec, self.env, agent, seed=spec.seed + self.iterations)
             service = self._evaluator_service()
+            fusion = group.join() if group else None  # its threads start after every fork of learner 0
             every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
             self._next_eval = self._next_eval or every
             logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
-            learner = Learner(agent, group.fusion if group else None, spec.fuse_every)
+            learner = Learner(agent, fusion, spec.fuse_every)
             buffer = agent.make_buffer()
             if self._replay is not None:
                 buffer.load_state_dict(self._replay)
@@ -959,11 +960,15 @@ class _LearnerGroup:
     0) and fuse with it by averaging (:class:`~podium.pod.learner.FusionGroup`) after every
     ``fuse_every`` learning phases. They stop when learner 0 says so, or when it is gone."""
 
-    def __init__(self, fusion: FusionGroup, processes: list[Any], conns: list[Any], tmp: Path) -> None:
-        self.fusion, self.processes, self.conns, self.tmp = fusion, processes, conns, tmp
+    def __init__(self, processes: list[Any], conns: list[Any], tmp: Path, size: int) -> None:
+        self.processes, self.conns, self.tmp, self.size = processes, conns, tmp, size
+        self.fusion: FusionGroup | None = None  # joined by join(), once learner 0 has forked what it forks
 
     @classmethod
     def start(cls, pod: Pod) -> _LearnerGroup:
+        """Fork learners 1..K-1 and wait until each is built (a failure is named at once). The group is joined
+        later (:meth:`join`): joining starts gloo's threads, and learner 0 still forks its rollout workers and
+        its evaluator, which must not copy a thread that may hold a lock."""
         spec = pod.spec
         if spec.device != "cpu" and not spec.device.startswith("cuda"):
             raise ConfigError(f"learners > 1 needs a CPU or CUDA device, not {spec.device!r}")
@@ -990,12 +995,16 @@ class _LearnerGroup:
             failure = await_children(processes, conns, "learner", FUSION_TIMEOUT)
             if failure is not None:
                 raise LearnerError(failure)
-            fusion = FusionGroup(store, 0, spec.learners)
         except BaseException:  # the group never formed: the learners started for it must not outlive it
             reap(processes, conns)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        return cls(fusion, processes, conns, tmp)
+        return cls(processes, conns, tmp, spec.learners)
+
+    def join(self) -> FusionGroup:
+        """Join the fusion group as learner 0 (the others joined once built and wait for it)."""
+        self.fusion = FusionGroup(self.tmp / "rendezvous", 0, self.size)
+        return self.fusion
 
     def failure(self) -> str | None:
         """What the first failed learner reported (or how it died), None if none failed."""
@@ -1009,7 +1018,8 @@ class _LearnerGroup:
 
     def close(self) -> None:
         reap(self.processes, self.conns)
-        self.fusion.close()
+        if self.fusion is not None:
+            self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
