@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import platform
+import threading
 from pathlib import Path
 
 __all__ = ["CPUS_ENV", "cpu_budget", "cpu_model", "describe", "local_cpus"]
@@ -21,19 +22,28 @@ if hasattr(os, "register_at_fork"):
     # does not copy (a MuJoCo engine's thread pool), and a child that collected one hung for ever in its
     # destructor. The collector is off from just before the fork (other at-fork hooks of the child run before
     # this one, and allocate) until the inherited objects are frozen; then it is as it was.
-    _collecting = [True]
+    _forking = {"depth": 0, "collecting": True}  # forks in flight (threads may fork at once), and the state
+    _forking_lock = threading.Lock()  # to give back when the last of them is done
 
     def _before_fork() -> None:
-        _collecting[0] = gc.isenabled()
-        gc.disable()
-
-    def _after_fork_in_child() -> None:
-        gc.freeze()
-        if _collecting[0]:
-            gc.enable()
+        with _forking_lock:
+            if _forking["depth"] == 0:
+                _forking["collecting"] = gc.isenabled()
+                gc.disable()
+            _forking["depth"] += 1
 
     def _after_fork_in_parent() -> None:
-        if _collecting[0]:
+        with _forking_lock:
+            _forking["depth"] -= 1
+            if _forking["depth"] == 0 and _forking["collecting"]:
+                gc.enable()
+
+    def _after_fork_in_child() -> None:
+        global _forking_lock
+        _forking_lock = threading.Lock()  # another thread's fork may have held it: the child has one thread
+        _forking["depth"] = 0
+        gc.freeze()
+        if _forking["collecting"]:
             gc.enable()
 
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)

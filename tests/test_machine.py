@@ -51,3 +51,37 @@ def test_the_cpu_budget_caps_the_cores_and_is_all_of_them_when_unset(monkeypatch
     assert machine.cpu_budget() == 4
     monkeypatch.delenv(machine.CPUS_ENV)
     assert machine.cpu_budget() == 4
+
+
+def test_threads_that_fork_at_once_leave_the_collector_as_it_was():
+    """The at-fork hooks turn the collector off around a fork; two threads forking at once used to leave it
+    off for good in the parent (one of them saved the state the other had just changed)."""
+    import gc
+    import sys
+    import threading
+
+    import podium.machine  # noqa: F401 - registers the hooks
+
+    def forker(times: int) -> None:
+        for _ in range(times):
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0)
+            os.waitpid(pid, 0)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the window is a few bytecodes wide
+    try:
+        for _ in range(10):
+            threads = [threading.Thread(target=forker, args=(20,)) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert gc.isenabled()
+        gc.disable()  # a program that runs without the collector keeps it off
+        forker(3)
+        assert not gc.isenabled()
+    finally:
+        sys.setswitchinterval(interval)
+        gc.enable()

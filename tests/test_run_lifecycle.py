@@ -438,3 +438,13 @@ def test_confirmation_seeds_are_never_used_twice_not_even_for_a_new_target(tmp_p
     Pod.resume(tmp_path / "run", progress=False, steps=4096, target=450).run()
     second = seeds[len(first) :]
     assert first and second and not set(first) & set(second)
+    # a kill after best.pt was written at a confirmation, before the next last.pt: last.pt knows of none
+    from podium.store import load_checkpoint, save_checkpoint
+
+    last = PodDir(tmp_path / "run").last
+    payload = {k: v for k, v in load_checkpoint(last).items() if k != "format"}
+    payload["counters"].update(confirm_seeds_used=0, confirmations=0)
+    save_checkpoint(last, payload)
+    done = len(seeds)
+    Pod.resume(tmp_path / "run", progress=False, steps=6144, target=450).run()
+    assert seeds[done:] and not set(seeds[done:]) & set(seeds[:done])

@@ -124,7 +124,7 @@ def _check_params(
     if not 0 < initial_cash < math.inf:
         raise ValueError(f"initial_cash must be a positive number of dollars, got {initial_cash}")
     for name, value in (("reward_scaling", reward_scaling), ("price_scale", price_scale)):
-        if not 0 < value < math.inf:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
             raise ValueError(f"{name} must be a positive number, got {value}")
     if turbulence_threshold is not None and not math.isfinite(turbulence_threshold):
         raise ValueError(f"turbulence_threshold must be a finite number (or None: no rule), got {turbulence_threshold}")
@@ -134,7 +134,8 @@ def _check_params(
                 f"indicator_scales names {name!r}, which the env does not observe: its indicators are "
                 f"{', '.join(market.indicator_names)}"
             )
-        if scale != "price" and (isinstance(scale, bool | str) or not math.isfinite(float(scale))):
+        number = isinstance(scale, int | float) and not isinstance(scale, bool)
+        if scale != "price" and not (number and math.isfinite(scale)):
             raise ValueError(f"indicator_scales[{name!r}] must be a finite number or 'price', got {scale!r}")
     if isinstance(hmax, bool) or int(hmax) != hmax or hmax < 1:
         raise ValueError(f"hmax (most shares per trade per stock) must be a positive integer, got {hmax}")
@@ -303,7 +304,8 @@ class StockTradingVecEnv(TensorVecEnv):
         price = self._close.index_select(1, day + self._fill_delay if self._fill_delay else day)
         # shares wanted [S, k]: clip to [-1, 1], scale by hmax, round toward zero (floor of each side), in float64
         # whatever the accounts' dtype: in float32, 0.57 * 100 rounds up to 57.0 (float64 and the twin: 56)
-        order = actions.T.double().clamp(-1.0, 1.0).mul_(self.hmax)
+        exact = torch.float32 if self.device.type == "mps" else torch.float64  # mps has no float64
+        order = actions.T.to(exact).clamp(-1.0, 1.0).mul_(self.hmax)
         sell = order.neg().clamp_min_(0.0).floor_().to(holdings.dtype)
         buy = order.clamp_min_(0.0).floor_().to(holdings.dtype)
         if self._turbulent is not None:  # a turbulent day: close every position, buy nothing else

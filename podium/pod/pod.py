@@ -46,7 +46,7 @@ from podium.algos import Agent, AgentConfig, get_algo
 from podium.algos.presets import preset_for
 from podium.config import ConfigError, PodSpec, validation_message
 from podium.envs import make
-from podium.logging import CurveWriter, ScalarLogger, plot_curve
+from podium.logging import CurveWriter, ScalarLogger, plot_curve, read_curve
 from podium.machine import local_cpus
 from podium.pod._child import READY, await_children, close_quietly, ignore_stop_signals, reap, report_failure
 from podium.pod.evaluator import (
@@ -293,8 +293,8 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
     if spec.device != "cpu":
         if mode == "process":  # forked after CUDA started: the child cannot use it
             raise ValueError(
-                f"eval_mode 'process' forks the pod, which cannot be done on {spec.device} (CUDA does not survive "
-                "a fork): use eval_mode 'thread' (the default there, 'auto') or 'inline'"
+                f"eval_mode 'process' forks the pod, which cannot be done on {spec.device} (an accelerator's state "
+                "does not survive a fork): use eval_mode 'thread' (the default there, 'auto') or 'inline'"
             )
         return CpuPlan(spec.torch_threads, "thread" if mode == "auto" else mode)
     budget = spec.torch_threads or cores
@@ -460,14 +460,18 @@ class Pod:
         pod.evaluations = int(c.get("evaluations", 0))
         pod.best_mean, pod.best_std = float(c["best_mean"]), float(c["best_std"])
         b: dict[str, Any] = {}
+        best_target = None
         if pod_dir.best.is_file():  # best.pt may be newer than last.pt (a crash between two checkpoints)
-            b = load_checkpoint(pod_dir.best)["counters"]
+            best = load_checkpoint(pod_dir.best)
+            b, best_target = best["counters"], best.get("spec", {}).get("target")
             if (float(b["best_mean"]), -float(b["best_std"])) > (pod.best_mean, -pod.best_std):
                 pod.best_mean, pod.best_std = float(b["best_mean"]), float(b["best_std"])
         # confirmation seeds are never used twice: not after a new target, nor after a kill that lost the
-        # counters of last.pt's successors (best.pt, written at a confirmation, may know of later ones)
+        # counters of last.pt's successors (best.pt, written at a confirmation, may know of later ones; the
+        # curve, appended at every score, knows of every confirmation that ran)
         used = [int(x.get("confirm_seeds_used", x.get("confirmations", 0))) for x in (c, b)]
-        pod.confirm_seeds_used = max(used)
+        ran = sum(row["confirm_mean"] is not None for row in read_curve(pod_dir.curve))
+        pod.confirm_seeds_used = max(*used, ran)
         pod._next_eval = int(c["next_eval"])
         pod._next_snapshot = float(c.get("next_snapshot", spec.snapshot_every or math.inf))
         if spec.target == old.target:  # a new target is reached (or not) anew
@@ -475,7 +479,8 @@ class Pod:
             pod.steps_to_target = c.get("steps_to_target")
             pod.train_time_to_target = c.get("train_time_to_target")
             pod.confirmed = c.get("confirmed")
-            pod.confirmations = max(int(c.get("confirmations", 0)), int(b.get("confirmations", 0)))
+            same = best_target == spec.target  # best.pt's count of tries is for the target it was written under
+            pod.confirmations = max(int(c.get("confirmations", 0)), int(b.get("confirmations", 0)) if same else 0)
         if hasattr(pod.agent, "generator"):  # a resumed leg draws new numbers, as its envs reset with new seeds
             pod.agent.generator.manual_seed(spec.seed + AGENT_SEED_OFFSET + pod.iterations)
         pod._replay = pod._read_replay(pod_dir.replay, steps=pod.steps)
@@ -607,7 +612,8 @@ class Pod:
         Raises:
             PodInterrupted: SIGINT/SIGTERM arrived; ``last.pt`` holds every step trained.
             TrainingDivergedError: a loss became NaN/inf (``last.pt`` holds the last good state).
-            EvaluationError: the evaluator failed (``last.pt`` holds the training state).
+            EvaluationError: the evaluator failed (``last.pt`` holds the training state, once it has learned).
+            WorkerError: a rollout worker failed (likewise; a worker that cannot start is named with its reason).
             RunDirError: another pod is training into the run directory.
         """
         self._lock.acquire()  # held since the pod was made; again when run() is called a second time
@@ -881,7 +887,13 @@ class Pod:
         better = (score.mean, -score.std) > (self.best_mean, -self.best_std)
         if first or (better and self.time_to_target is None):
             self.best_mean, self.best_std = score.mean, score.std
-            counters = {**snap.extra["counters"], "best_mean": score.mean, "best_std": score.std}
+            counters = {
+                **snap.extra["counters"],  # the snapshot's, but for what its scoring used up: the confirmation
+                "best_mean": score.mean,
+                "best_std": score.std,
+                "confirmations": self.confirmations,
+                "confirm_seeds_used": self.confirm_seeds_used,
+            }
             save_checkpoint(self.dir.best, self._payload(snap.state, counters))
         if first:
             self.time_to_target, self.steps_to_target = self.wall_time, snap.steps

@@ -313,7 +313,8 @@ class Leaderboard:
                         raise OwnershipLost(
                             f"tournament {self.name!r} was taken over by {row.owner or 'nobody'} while this process "
                             f"({self.owner}) ran it (its heartbeat had gone {STALE_AFTER:.0f} s without a beat: was "
-                            "it suspended?, or --force); this process stops and leaves the pods to the new owner"
+                            "it suspended?, or --force); this process stops and leaves the tournament to the new owner "
+                            "(the process backend's pods run on for it; Ray's stop and resume from their checkpoints)"
                         )
                     self._open.conn = conn
                     try:

@@ -461,6 +461,12 @@ class Orchestrator:
                 board.release("interrupted", stop_reason=str(StopReason.INTERRUPTED), elapsed=self.elapsed())
                 board.close()
             raise
+        try:
+            board.heartbeat(self.elapsed())  # still the owner? (its report and plots would go over the new one's)
+        except OwnershipLost as exc:
+            self.view.event(f"leaving: {exc}")
+            board.close()
+            raise
         report = self._report(stop)
         status = "interrupted" if stop == StopReason.INTERRUPTED else "finished"
         board.release(status, stop_reason=str(stop), elapsed=report.elapsed)
@@ -516,6 +522,8 @@ class Orchestrator:
             running = sum(p.status == PodStatus.RUNNING for p in state.pods)
             self._log_pool(r, decisions.pool_size, running)
         pods = {p.id: p for p in state.pods}
+        if decisions.resume or decisions.start:  # still the owner? (else OwnershipLost, before a pod starts)
+            self.board.heartbeat(self.elapsed())
         self._preempt(*(pods[pod_id] for pod_id in decisions.preempt))
         for pod_id in decisions.preempt:
             algo = pods[pod_id].algo

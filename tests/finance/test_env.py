@@ -535,6 +535,8 @@ def test_float32_accounts_order_the_shares_float64_and_the_twin_do(market):
         ("turbulence_threshold", float("nan"), None, "turbulence_threshold must be a finite number"),
         ("indicator_scales", {"mcad": 5.0}, {"macd": 5.0}, "names 'mcad', which the env does not observe"),
         ("indicator_scales", {"macd": "prices"}, {"macd": "price"}, r"must be a finite number or 'price'"),
+        ("indicator_scales", {"macd": None}, {"macd": 2}, r"must be a finite number or 'price', got None"),
+        ("price_scale", "0.01", 0.01, "price_scale must be a positive number"),
         ("hmax", 2.5, 1, r"^hmax \(most shares per trade per stock\) must be a positive integer, got 2.5$"),
         ("hmax", True, 3, "hmax"),
         ("transaction_cost", 1.0, 0.0, r"^transaction_cost is a fraction of the traded value in \[0, 1\), got 1.0$"),

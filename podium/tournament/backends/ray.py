@@ -182,12 +182,18 @@ def _undertaker() -> Any:
         while _time.monotonic() < end:
             try:
                 _os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            except OSError:
+                pass
+            try:
                 with open(f"/proc/{pid}/stat") as f:  # a zombie holds no lock: it counts as gone
                     if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                         return True
-            except (ProcessLookupError, FileNotFoundError):
-                return True
-            except (OSError, IndexError):  # no /proc (macOS): the signal test alone
+            except FileNotFoundError:
+                if _os.path.isdir("/proc"):  # its entry is gone: so is it (without /proc: the signal test alone)
+                    return True
+            except (OSError, IndexError):
                 pass
             _time.sleep(0.02)
         return False
@@ -506,7 +512,7 @@ class RayBackend(Backend):
         seconds, is killed."""
         doubt = self._doubtful.pop(pod_id, None)
         if doubt is not None:
-            self._kill(doubt.run.slot, running=True)
+            self._kill(doubt.run.slot)  # unreachable: waiting on its node would only time out
         run = self._running.pop(pod_id, None)
         if run is None:
             return

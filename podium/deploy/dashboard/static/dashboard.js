@@ -212,13 +212,14 @@ async function drawCurve(state) {
   }
   const response = await fetch(`api/curve/${encodeURIComponent(pod)}?lineage=true`, { cache: "no-store",
     signal: AbortSignal.timeout(TIMEOUT_MS) });
+  if (request !== curveRequests) return; // a click (or the next poll) asked for another curve meanwhile
   if (response.status === 404 && selectedPod) { // the selected pod is unknown (another tournament?)
     selectedPod = null;
     return;
   }
   if (!response.ok) throw new Error(`curve of ${pod}: HTTP ${response.status}`);
   const curve = await response.json();
-  if (request !== curveRequests) return; // a click (or the next poll) asked for another curve meanwhile
+  if (request !== curveRequests) return;
   const role = pod === state.champion ? "the champion" : curve.status;
   const ancestors = curve.ancestors || [];
   byId("curve-title").textContent = `Learning curve of ${curve.pod_id} (${curve.algo}, ${role})`
