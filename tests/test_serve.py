@@ -234,3 +234,20 @@ def test_the_cli_serves_until_ctrl_c(runs: dict[str, Path]) -> None:
 def test_the_cli_refuses_a_run_without_a_checkpoint_before_listening(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli_app, ["serve", str(tmp_path)])
     assert result.exit_code == 2 and "podium run directory" in result.output and "serving" not in result.output
+
+
+def test_a_body_sent_without_its_length_is_refused_as_it_arrives(runs: dict[str, Path]) -> None:
+    sent = 0
+
+    def chunks():  # no Content-Length: httpx sends it chunked; 100 x 1 KiB of a 10-observation limit
+        nonlocal sent
+        yield b'{"obs": ['
+        for _ in range(100):
+            sent += 1
+            yield b"0.0, " * 200
+        yield b"0.0]}"
+
+    with _Server(make_app(runs["pendulum"], max_batch=10)) as client:
+        reply = client.post("/act", content=chunks(), headers={"content-type": "application/json"})
+        assert reply.status_code == 413 and "(sent without its length); at most 5,056" in reply.json()["detail"]
+        assert client.post("/act", json={"obs": [0.1, 0.2, 0.3]}).status_code == 200  # the server goes on

@@ -78,6 +78,42 @@ def _to_json(action: Any) -> Any:
     return action.tolist() if isinstance(action, np.ndarray) else action
 
 
+class _BodyLimit:
+    """ASGI middleware: a request body of more than ``max_body`` bytes is answered 413 and never held in full.
+    A declared ``Content-Length`` is judged before anything is read; a body sent without one (chunked) is
+    counted as it arrives, and refused at the first chunk past the limit."""
+
+    def __init__(self, app: Any, max_body: int, max_batch: int, fastapi: Any) -> None:
+        self.app, self.max_body, self.max_batch, self.fastapi = app, max_body, max_batch, fastapi
+
+    def _detail(self, size: int, declared: bool) -> str:
+        size_is = f"{size:,} bytes" if declared else f"at least {size:,} bytes (sent without its length)"
+        return f"a request body of {size_is}; at most {self.max_body:,} ({self.max_batch} observations)"
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.max_body:
+            detail = self._detail(int(length), declared=True)
+            reply = self.fastapi.responses.JSONResponse(status_code=413, content={"detail": detail})
+            await reply(scope, receive, send)
+            return
+        received = 0
+
+        async def counted() -> dict[str, Any]:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:  # FastAPI passes an HTTPException raised while it reads the body
+                    raise self.fastapi.HTTPException(status_code=413, detail=self._detail(received, declared=False))
+            return message
+
+        await self.app(scope, counted, send)
+
+
 def make_app(
     policy: Policy | Ensemble | str | Path, device: str = "cpu", max_batch: int = MAX_BATCH, top_k: int = 1
 ) -> Any:
@@ -97,7 +133,7 @@ def make_app(
         ImportError: the ``deploy`` extra is missing.
     """
     fastapi = require("fastapi", "podium serve")
-    responses = require("fastapi.responses", "podium serve")
+    require("fastapi.responses", "podium serve")  # the 413 of _BodyLimit
     if isinstance(policy, str | Path):
         policy = load_policy(policy, top_k, device=device)
     elif top_k != 1:
@@ -129,14 +165,7 @@ def make_app(
         "podium_version": podium.__version__,
     }
 
-    @app.middleware("http")
-    async def limit_body(request: Any, call_next: Any) -> Any:
-        """Refuse a body too large before reading it (a body sent without its length is read, then judged)."""
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > max_body:
-            detail = f"a request body of {int(length):,} bytes; at most {max_body:,} ({max_batch} observations)"
-            return responses.JSONResponse(status_code=413, content={"detail": detail})
-        return await call_next(request)
+    app.add_middleware(_BodyLimit, max_body=max_body, max_batch=max_batch, fastapi=fastapi)
 
     @app.get("/health")
     def health() -> dict[str, str]:
