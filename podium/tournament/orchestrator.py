@@ -450,8 +450,10 @@ class Orchestrator:
                     lost = True
                     raise
                 finally:
-                    self._wind_down(stop, lost)
-                    self.view.stop()
+                    try:
+                        self._wind_down(stop, lost)
+                    finally:  # also when the wind-down itself finds the tournament taken over
+                        self.view.stop()
         except OwnershipLost as exc:  # the tournament is another's now: write nothing more, stop no pod
             self.view.event(f"leaving: {exc}")
             board.close()

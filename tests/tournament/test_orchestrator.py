@@ -390,6 +390,25 @@ def test_an_orchestrator_taken_over_leaves_without_writing_or_stopping_pods(tmp_
         board.close()
 
 
+def test_the_live_view_stops_when_the_wind_down_finds_the_tournament_taken_over(tmp_path, monkeypatch):
+    """Taken over during the wind-down itself: the live view (a refresh thread) still stops."""
+    from podium.tournament.leaderboard import OwnershipLost
+    from podium.tournament.states import StopReason
+
+    orch = Orchestrator.start(load_tournament_config(None, **_config(seconds=60)), run_dir=tmp_path / "run")
+    stops: list[bool] = []
+    monkeypatch.setattr(orch, "_loop", lambda: StopReason.SECONDS)
+
+    def taken_over(stop, lost):
+        raise OwnershipLost("another-host:1 owns it now")
+
+    monkeypatch.setattr(orch, "_wind_down", taken_over)
+    monkeypatch.setattr(orch.view, "stop", lambda: stops.append(True))
+    with pytest.raises(OwnershipLost):
+        orch.run()
+    assert stops == [True]
+
+
 def _run_catching(orch: Orchestrator, errors: list[BaseException]) -> None:
     try:
         orch.run()
