@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 import podium
 from podium.cli import app as cli_app
 from podium.deploy import make_app
-from podium.deploy.http import exposure_warning, is_loopback
+from podium.deploy.http import exposure_warning, guard, is_loopback
 
 httpx = pytest.importorskip("httpx", reason="the test extra")
 uvicorn = pytest.importorskip("uvicorn", reason="the deploy extra: pip install 'podium[deploy]'")
@@ -194,6 +194,32 @@ def test_a_server_off_loopback_is_warned_about() -> None:
 def test_is_loopback() -> None:
     assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1") and is_loopback("127.3.0.1")
     assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5") and not is_loopback("example.org")
+
+
+@pytest.mark.parametrize(
+    ("bound", "host", "status"),
+    [("::1", "[::1]:8050", 200), ("::1", "localhost:8050", 200), ("::1", "evil.example:8050", 400),
+     ("127.0.0.1", "127.0.0.1:8050", 200), ("127.0.0.1", "evil.example", 400)],
+)  # fmt: skip
+def test_the_loopback_guard_reads_the_host_header_ipv6_too(bound: str, host: str, status: int) -> None:
+    import asyncio
+
+    async def ok(scope, receive, send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope = {"type": "http", "method": "GET", "path": "/", "raw_path": b"/", "query_string": b"",
+             "headers": [(b"host", host.encode())], "scheme": "http", "server": (bound, 8050)}  # fmt: skip
+    asyncio.run(guard(ok, bound)(scope, receive, send))
+    assert sent[0]["status"] == status
 
 
 def _free_port() -> int:
