@@ -64,8 +64,8 @@ a)
         --seconds 3 --json "$OUT/mjx_throughput.json"
     ;;
 b)
-    step pods-target 200 "$PY" benchmarks/gpu_pods.py --parts target --seeds 0,1,2 --cap 40 --num-envs 1024 \
-        --json "$OUT/gpu_pods_target.json"
+    step pods-target 240 "$PY" benchmarks/gpu_pods.py --parts target --tasks ppo-pendulum,sac-pendulum \
+        --seeds 0,1,2 --cap 30 --num-envs 1024 --json "$OUT/gpu_pods_target.json"
     step pods-throughput 100 "$PY" benchmarks/gpu_pods.py --parts throughput --sizes 64,1024,16384,65536 \
         --seconds 8 --json "$OUT/gpu_pods_throughput.json"
     ;;

@@ -108,6 +108,14 @@ def main() -> None:
     warm_up()
     parts = set(args.parts.split(","))
     runs: list[TargetRun] = []
+    rates: list[dict[str, float | int | str]] = []
+
+    def save() -> None:  # after every run: a step stopped at its time limit keeps what it measured
+        if args.json:
+            with open(args.json, "w") as f:
+                found = {"target": [asdict(r) for r in runs], "throughput": rates}
+                json.dump({"machine": describe(), "gpu": gpu, **found}, f)
+
     if "target" in parts:
         for task in [t for t in args.tasks.split(",") if t]:
             sizes: list[int | None] = [None]
@@ -118,16 +126,17 @@ def main() -> None:
                     for seed in seeds:
                         run = target_run(task, device, num_envs, seed, args.cap)
                         runs.append(run)
+                        save()
                         shown = f"{run.seconds:.2f} s, {run.steps} steps" if run.reached else "not reached"
                         fresh = f", fresh {run.fresh:.1f}" if run.fresh is not None else ""
                         print(f"  {task:<13} {device:<5} envs {num_envs or 'preset'!s:<7} seed {seed} "
                               f"{shown}{fresh} {run.note}", flush=True)  # fmt: skip
-    rates: list[dict[str, float | int | str]] = []
     if "throughput" in parts:
         for n in [int(s) for s in args.sizes.split(",") if s]:
             for device in devices:
                 sps, steps = throughput(device, n, args.seconds)
                 rates.append({"device": device, "num_envs": n, "steps_per_s": sps, "steps": steps})
+                save()
                 print(f"  throughput ppo Pendulum-v1 {device:<5} {n:>7} sub-envs: {sps:,.0f} steps/s", flush=True)
     print()
     if runs:
@@ -144,9 +153,6 @@ def main() -> None:
         for n in dict.fromkeys(r["num_envs"] for r in rates):
             row = {r["device"]: r["steps_per_s"] for r in rates if r["num_envs"] == n}
             print(f"{n:>13,} sub-envs " + " ".join(f"{row[d]:>16,.0f}" for d in devices))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": describe(), "gpu": gpu, "target": [asdict(r) for r in runs], "throughput": rates}, f)
 
 
 if __name__ == "__main__":
