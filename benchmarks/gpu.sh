@@ -5,12 +5,15 @@
 #     bash scripts/gpu-wheels.sh                  # -> .whl/ (about 30 MiB)
 # Then through the device tool, each part one call with carry [".whl"] (PART's budget in brackets):
 #     bash benchmarks/gpu.sh a     # [~5 min] the GPU tests; env throughput at 4k..4M sub-envs; MJX throughput
-#     bash benchmarks/gpu.sh b     # [~5 min] PPO/SAC pods on cuda vs the CPU: confirmed time to target, pod speed
-#     bash benchmarks/gpu.sh c     # [~9 min] Ant: a PPO pod, then a tournament, 140 s each; pods sharing one GPU
+#     bash benchmarks/gpu.sh b     # [~7 min] PPO/SAC pods on cuda vs the CPU (confirmed time to target, pod speed);
+#                                  #          1-8 pods of a tournament sharing the GPU (benchmarks/scaling.py)
+#     bash benchmarks/gpu.sh c     # [~9 min] Ant: a PPO pod, then the tournament of examples/ant.yaml, 180 s each
 #     bash benchmarks/gpu.sh smoke # here, on the CPU: every step at toy sizes, to check this script
 # Each step runs under its own time limit; logs and JSON go to $OUT (the device tool brings back at most 8
 # files: one log per part, one JSON per step that writes one), and the end of each step's output is printed
-# last, for the reply's output tail. Record every figure in BENCHMARKS.md with the machine line it prints.
+# last, for the reply's output tail. The limits add up to about 7.5 minutes for a and b and 8.5 for c: a
+# session's 15 device minutes (a machine's start included) fit a and b; c needs another session's.
+# Record every figure in BENCHMARKS.md with the machine line it prints.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PART=${1:-a}
@@ -64,15 +67,17 @@ a)
         --seconds 3 --json "$OUT/mjx_throughput.json"
     ;;
 b)
-    step pods-target 240 "$PY" benchmarks/gpu_pods.py --parts target --tasks ppo-pendulum,sac-pendulum \
+    step pods-target 200 "$PY" benchmarks/gpu_pods.py --parts target --tasks ppo-pendulum,sac-pendulum \
         --seeds 0,1,2 --cap 30 --num-envs 1024 --json "$OUT/gpu_pods_target.json"
-    step pods-throughput 100 "$PY" benchmarks/gpu_pods.py --parts throughput --sizes 64,1024,16384,65536 \
+    step pods-throughput 90 "$PY" benchmarks/gpu_pods.py --parts throughput --sizes 64,1024,16384,65536 \
         --seconds 8 --json "$OUT/gpu_pods_throughput.json"
+    step scaling-pods 150 "$PY" benchmarks/scaling.py --part pods --pods 1,2,4,8 --device cuda --seconds 25 \
+        --round 5 --seeds 0
     ;;
 c)
-    step ant-train 330 "$PY" benchmarks/locomotion.py --part train --envs Ant-v5 --cap 140 --json "$OUT/ant_train.json"
-    step scaling-pods 200 "$PY" benchmarks/scaling.py --part pods --pods 1,2,4,8 --device cuda --seconds 40 \
-        --seeds 0
+    # a PPO pod, then the tournament of examples/ant.yaml, each for --cap seconds of training; each of their
+    # processes compiles MJX first, and a pod checks its budget between learning phases
+    step ant-train 500 "$PY" benchmarks/locomotion.py --part train --envs Ant-v5 --cap 180 --json "$OUT/ant_train.json"
     ;;
 smoke)
     OMP_NUM_THREADS=1 PODIUM_TEST_DEVICE=cpu step gpu-tests 600 "$PY" -m pytest tests/test_gpu.py -q -x \
@@ -82,6 +87,9 @@ smoke)
     step pods-target 300 "$PY" benchmarks/gpu_pods.py --devices cpu --parts target --tasks sac-pendulum --seeds 0 \
         --cap 30 --json "$OUT/gpu_pods_target.json"
     step pods-throughput 120 "$PY" benchmarks/gpu_pods.py --devices cpu --parts throughput --sizes 64 --seconds 3
+    step mjx-throughput 300 "$PY" benchmarks/locomotion.py --part throughput --device cpu --sizes 16 --seconds 1
+    step scaling-pods 150 "$PY" benchmarks/scaling.py --part pods --pods 1 --device cpu --seconds 10 --round 5 \
+        --seeds 0
     ;;
 *)
     echo "usage: bash benchmarks/gpu.sh a|b|c|smoke" >&2
