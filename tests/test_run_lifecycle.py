@@ -448,3 +448,26 @@ def test_confirmation_seeds_are_never_used_twice_not_even_for_a_new_target(tmp_p
     done = len(seeds)
     Pod.resume(tmp_path / "run", progress=False, steps=6144, target=450).run()
     assert seeds[done:] and not set(seeds[done:]) & set(seeds[:done])
+    # two kills in a row: the first lost last.pt's successors (last.pt is back at step 1,024 and neither it
+    # nor best.pt knows of a confirmation: only the curve does), the second came right after the resumed leg
+    # dropped the curve's rows past last.pt, before it saved anything
+    for path in (last, PodDir(tmp_path / "run").best):
+        payload = {k: v for k, v in load_checkpoint(path).items() if k != "format"}
+        payload["counters"].update(confirm_seeds_used=0, confirmations=0)
+        if path == last:
+            payload["counters"].update(steps=1024, next_eval=2048)
+        save_checkpoint(path, payload)
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*args, **kwargs):
+        raise Killed
+
+    with monkeypatch.context() as m:
+        m.setattr(Pod, "_budget_left", killed)  # the first thing after the curve is cut
+        with pytest.raises(Killed):
+            Pod.resume(tmp_path / "run", progress=False, steps=8192, target=450).run()
+    done = len(seeds)
+    Pod.resume(tmp_path / "run", progress=False, steps=8192, target=450).run()
+    assert seeds[done:] and not set(seeds[done:]) & set(seeds[:done])

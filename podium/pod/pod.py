@@ -627,6 +627,10 @@ class Pod:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.dir.spec.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False))
         curve = CurveWriter(self.dir.curve)
+        if any(r["step"] > self.steps and r["confirm_mean"] is not None for r in curve.rows):
+            # the rows cut below are the only record of those confirmations (their leg was killed before its
+            # next checkpoint): last.pt keeps their count first, so a second kill cannot reuse their seeds
+            self.save()
         curve.truncate_after(self.steps)
         start = time.perf_counter()
         base_wall, base_steps = self.wall_time, self.steps
