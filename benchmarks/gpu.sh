@@ -34,7 +34,7 @@ if [[ -d .whl && $PART != smoke ]]; then
 else
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
-export PYTHONUNBUFFERED=1 MUJOCO_GL=egl
+export PYTHONUNBUFFERED=1  # (no MUJOCO_GL: nothing renders there, and the image may lack EGL)
 
 summary=()
 step() {  # step NAME SECONDS COMMAND...: run it under a time limit, its output appended to the part's log
