@@ -263,13 +263,9 @@ def test_the_cli_refuses_a_run_without_a_checkpoint_before_listening(tmp_path: P
 
 
 def test_a_body_sent_without_its_length_is_refused_as_it_arrives(runs: dict[str, Path]) -> None:
-    sent = 0
-
-    def chunks():  # no Content-Length: httpx sends it chunked; 100 x 1 KiB of a 10-observation limit
-        nonlocal sent
+    def chunks():  # no Content-Length: httpx sends it chunked; 100 x 1 KiB against a 10-observation limit
         yield b'{"obs": ['
         for _ in range(100):
-            sent += 1
             yield b"0.0, " * 200
         yield b"0.0]}"
 
