@@ -63,6 +63,9 @@ a)
     step gpu-tests 200 "$PY" -m pytest tests/test_gpu.py -q -p no:cacheprovider --timeout 120
     step env-throughput 90 "$PY" benchmarks/env_throughput.py --device cuda --seconds 1 --peer-budget 15 \
         --sizes 4096,65536,262144,1048576,4194304 --json "$OUT/env_throughput.json"
+    # what the per-step action check (a host sync on a GPU; pods keep it on) costs there
+    step env-no-validate 45 "$PY" benchmarks/env_throughput.py --device cuda --seconds 1 --peer-budget 0 \
+        --sizes 1024,65536 --no-validate
     step mjx-throughput 150 "$PY" benchmarks/locomotion.py --part throughput --sizes 1024,4096,16384,32768 \
         --seconds 3 --json "$OUT/mjx_throughput.json"
     ;;
