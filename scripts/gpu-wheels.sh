@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PY:-.venv/bin/python}
+[[ -x $PY ]] || PY=python3  # no `make` venv yet: any Python with pip >= 22.2 (for --report) will do
 PYVER=${PYVER:-3.12}
 DEST=${DEST:-.whl}
 LIMIT_MIB=${LIMIT_MIB:-56}  # the working tree travels too (about 5 MiB): stay well under the 64 MiB a call carries
