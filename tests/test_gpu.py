@@ -46,26 +46,32 @@ def _actions(env: envs.VecEnv, steps: int, seed: int) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("env_id", [*CLASSIC, "StockTrading-v0"])
 def test_a_tensor_env_steps_on_the_gpu_as_on_the_cpu(env_id):
-    n, steps = 64, 1_000  # past every time limit (MountainCarContinuous: 999), so auto-resets are compared too
+    """The GPU's random numbers are not the CPU's (and an accelerator redraws every sub-env's fresh state each
+    step, branch-free), so both envs start from the CPU's states and are compared while no episode has ended
+    in a sub-env; the GPU env then runs on through every time limit (MountainCarContinuous: 999 steps)."""
+    n, steps = 64, 1_000
     cpu = envs.make(env_id, num_envs=n, device="cpu", seed=3)
-    gpu = envs.make(env_id, num_envs=n, device=DEVICE, seed=3)
-    obs_c, _ = cpu.reset(seed=3)
-    obs_g, _ = gpu.reset(seed=3)
+    gpu = envs.make(env_id, num_envs=n, device=DEVICE, seed=4)
+    cpu.reset(seed=3)
+    obs_g, _ = gpu.reset(seed=4)  # another stream, as a GPU's would be (on the CPU too, to check this test)
     assert obs_g.device.type == torch.device(DEVICE).type
-    torch.testing.assert_close(obs_g.cpu(), obs_c, rtol=1e-5, atol=1e-5)
-    ends = 0
+    gpu.state = tuple(part.to(gpu.device) for part in cpu.state)  # the same starting states
+    going = torch.ones(n, dtype=torch.bool)  # sub-envs whose first episode has not ended on either side
+    compared = ends = 0
     for t, a in enumerate(_actions(cpu, steps, seed=4)):
         oc, rc, tc, uc, _ = cpu.step(a)
         og, rg, tg, ug, _ = gpu.step(a.to(gpu.device))
         assert og.device == gpu.device and rg.device == gpu.device and tg.device == gpu.device
-        # chaotic dynamics amplify float32 rounding: compare the early steps closely, then episode ends
-        if t < 50:
-            torch.testing.assert_close(og.cpu(), oc, rtol=1e-3, atol=1e-3)
-            torch.testing.assert_close(rg.cpu(), rc, rtol=1e-3, atol=1e-3)
-            assert torch.equal(tg.cpu(), tc) and torch.equal(ug.cpu(), uc)
-        ends += int(tc.sum() + uc.sum())
+        if t < 50:  # chaotic dynamics amplify float32 rounding: compare the early steps closely
+            torch.testing.assert_close(rg.cpu()[going], rc[going], rtol=1e-3, atol=1e-3)
+            assert torch.equal(tg.cpu()[going], tc[going]) and torch.equal(ug.cpu()[going], uc[going])
+            going &= ~(tc | uc | tg.cpu() | ug.cpu())
+            torch.testing.assert_close(og.cpu()[going], oc[going], rtol=1e-3, atol=1e-3)
+            compared += int(going.sum())
+        ends += int((tg | ug).sum())
         assert torch.isfinite(og).all() and torch.isfinite(rg).all()
-    assert ends > 0 or env_id == "StockTrading-v0"  # the runs above did see episodes end (and auto-reset)
+    assert compared > 0  # some sub-envs ran side by side for a while
+    assert ends > 0 or env_id == "StockTrading-v0"  # the GPU env's episodes ended and reset themselves
     cpu.close()
     gpu.close()
 
