@@ -60,7 +60,7 @@ except Exception as e: print('jax:', e)
 
 case $PART in
 a)
-    step gpu-tests 200 "$PY" -m pytest tests/test_gpu.py -q -p no:cacheprovider --timeout 120
+    step gpu-tests 240 "$PY" -m pytest tests/test_gpu.py -q -p no:cacheprovider --timeout 120
     step env-throughput 90 "$PY" benchmarks/env_throughput.py --device cuda --seconds 1 --peer-budget 15 \
         --sizes 4096,65536,262144,1048576,4194304 --json "$OUT/env_throughput.json"
     # what the per-step action check (a host sync on a GPU; pods keep it on) costs there

@@ -97,7 +97,7 @@ def test_every_algorithm_trains_saves_and_loads_on_the_gpu(tmp_path, algo, env_i
 
 
 def test_ppo_learns_cartpole_on_the_gpu_and_confirms_it(tmp_path):
-    report = podium.train("CartPole-v1", "ppo", target=195, seconds=120, run_dir=tmp_path / "run", seed=0, **FAST)
+    report = podium.train("CartPole-v1", "ppo", target=195, seconds=80, run_dir=tmp_path / "run", seed=0, **FAST)
     assert report.reached_target and report.stop_reason == "target"
     assert report.confirmed_mean is not None and report.confirmed_mean >= 195
 
