@@ -4,15 +4,16 @@
 # Here, once (the machine reaches no registry; its image has torch and JAX but not podium's other needs):
 #     bash scripts/gpu-wheels.sh                  # -> .whl/ (about 30 MiB)
 # Then through the device tool, each part one call with carry [".whl"] (PART's budget in brackets):
-#     bash benchmarks/gpu.sh a     # [~5 min] the GPU tests; env throughput at 4k..4M sub-envs; MJX throughput
+#     bash benchmarks/gpu.sh a     # [~9 min] the GPU tests; env throughput at 4k..4M sub-envs; MJX throughput
 #     bash benchmarks/gpu.sh b     # [~7 min] PPO/SAC pods on cuda vs the CPU (confirmed time to target, pod speed);
 #                                  #          1-8 pods of a tournament sharing the GPU (benchmarks/scaling.py)
 #     bash benchmarks/gpu.sh c     # [~9 min] Ant: a PPO pod, then the tournament of examples/ant.yaml, 180 s each
 #     bash benchmarks/gpu.sh smoke # here, on the CPU: every step at toy sizes, to check this script
 # Each step runs under its own time limit; logs and JSON go to $OUT (the device tool brings back at most 8
 # files: one log per part, one JSON per step that writes one), and the end of each step's output is printed
-# last, for the reply's output tail. The limits add up to about 7.5 minutes for a and b and 8.5 for c: a
-# session's 15 device minutes (a machine's start included) fit a and b; c needs another session's.
+# last, for the reply's output tail. The limits add up to about 9 minutes for a, 7.5 for b and 8.5 for c: a
+# session's 15 device minutes (a machine's start included) fit a and b only where they end well inside
+# their limits; run a first, and b or c with what is left.
 # Record every figure in BENCHMARKS.md with the machine line it prints.
 set -uo pipefail
 cd "$(dirname "$0")/.."
