@@ -5,13 +5,13 @@
 #     bash scripts/gpu-wheels.sh                  # -> .whl/ (about 30 MiB)
 # Then through the device tool, each part one call with carry [".whl"] (PART's budget in brackets):
 #     bash benchmarks/gpu.sh a     # [~9 min] the GPU tests; env throughput at 4k..4M sub-envs; MJX throughput
-#     bash benchmarks/gpu.sh b     # [~7 min] PPO/SAC pods on cuda vs the CPU (confirmed time to target, pod speed);
+#     bash benchmarks/gpu.sh b     # [~9 min] PPO/SAC pods on cuda vs the CPU (confirmed time to target, pod speed);
 #                                  #          1-8 pods of a tournament sharing the GPU (benchmarks/scaling.py)
 #     bash benchmarks/gpu.sh c     # [~9 min] Ant: a PPO pod, then the tournament of examples/ant.yaml, 180 s each
 #     bash benchmarks/gpu.sh smoke # here, on the CPU: every step at toy sizes, to check this script
 # Each step runs under its own time limit; logs and JSON go to $OUT (the device tool brings back at most 8
 # files: one log per part, one JSON per step that writes one), and the end of each step's output is printed
-# last, for the reply's output tail. The limits add up to about 9 minutes for a, 7.5 for b and 8.5 for c: a
+# last, for the reply's output tail. The limits add up to about 9 minutes for a, 8.5 for b and 9 for c: a
 # session's 15 device minutes (a machine's start included) fit a and b only where they end well inside
 # their limits; run a first, and b or c with what is left.
 # Record every figure in BENCHMARKS.md with the machine line it prints.
@@ -28,7 +28,11 @@ if [[ $PART == smoke ]]; then
     PY=${PY_SMOKE:-.venv/bin/python}
 fi
 
-if [[ -d .whl && $PART != smoke ]]; then
+if [[ $PART != smoke && ! -d .whl ]]; then
+    echo "error: no .whl here: run 'bash scripts/gpu-wheels.sh' on the developer's machine and carry .whl" >&2
+    exit 1
+fi
+if [[ $PART != smoke ]]; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         || { echo "error: the carried wheels did not install (bash scripts/gpu-wheels.sh, carry .whl)"; exit 1; }
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -49,7 +53,7 @@ step() {  # step NAME SECONDS COMMAND...: run it under a time limit, its output 
     echo "=== $name: rc=$rc" >> "$LOG"
 }
 
-step machine 60 "$PY" -c "
+step machine 30 "$PY" -c "
 import torch, podium.machine as m
 print('machine:', m.describe())
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'GPU:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)
@@ -61,21 +65,22 @@ except Exception as e: print('jax:', e)
 
 case $PART in
 a)
-    step gpu-tests 240 "$PY" -m pytest tests/test_gpu.py -q -p no:cacheprovider --timeout 120
-    step env-throughput 90 "$PY" benchmarks/env_throughput.py --device cuda --seconds 1 --peer-budget 15 \
+    PODIUM_REQUIRE_GPU=1 step gpu-tests 220 "$PY" -m pytest tests/test_gpu.py -q -p no:cacheprovider --timeout 120
+    step env-throughput 80 "$PY" benchmarks/env_throughput.py --device cuda --seconds 1 --peer-budget 15 \
         --sizes 4096,65536,262144,1048576,4194304 --json "$OUT/env_throughput.json"
     # what the per-step action check (a host sync on a GPU; pods keep it on) costs there
-    step env-no-validate 45 "$PY" benchmarks/env_throughput.py --device cuda --seconds 1 --peer-budget 0 \
+    step env-no-validate 40 "$PY" benchmarks/env_throughput.py --device cuda --seconds 1 --peer-budget 0 \
         --sizes 1024,65536 --no-validate
-    step mjx-throughput 150 "$PY" benchmarks/locomotion.py --part throughput --sizes 1024,4096,16384,32768 \
+    # every size compiles MJX's step anew (about 20 s each): two sizes, its JSON written after each row
+    step mjx-throughput 180 "$PY" benchmarks/locomotion.py --part throughput --sizes 4096,32768 \
         --seconds 3 --json "$OUT/mjx_throughput.json"
     ;;
 b)
     step pods-target 200 "$PY" benchmarks/gpu_pods.py --parts target --tasks ppo-pendulum,sac-pendulum \
         --seeds 0,1,2 --cap 30 --num-envs 1024 --json "$OUT/gpu_pods_target.json"
-    step pods-throughput 90 "$PY" benchmarks/gpu_pods.py --parts throughput --sizes 64,1024,16384,65536 \
-        --seconds 8 --json "$OUT/gpu_pods_throughput.json"
-    step scaling-pods 150 "$PY" benchmarks/scaling.py --part pods --pods 1,2,4,8 --device cuda --seconds 25 \
+    step pods-throughput 110 "$PY" benchmarks/gpu_pods.py --parts throughput --sizes 64,1024,16384,65536 \
+        --seconds 6 --json "$OUT/gpu_pods_throughput.json"
+    step scaling-pods 180 "$PY" benchmarks/scaling.py --part pods --pods 1,2,4,8 --device cuda --seconds 20 \
         --round 5 --seeds 0
     ;;
 c)
@@ -100,6 +105,10 @@ smoke)
     exit 2
     ;;
 esac
+
+# a tournament's pods run in sessions of their own: none may outlive a step stopped at its limit (on the lent
+# machine only: here they may be someone else's)
+[[ $PART != smoke ]] && pkill -f "podium.tournament.backends.process" 2>/dev/null
 
 # the end of each step's output (their tables), then the summary: what the reply's output tail shows
 for name in $(grep -oP '^=== \K\S+(?= \(limit)' "$LOG"); do

@@ -220,7 +220,8 @@ def gym_async_sps(env_id: str, workers: int, seconds: float) -> float:
     """Env steps/s of gymnasium's env in an ``AsyncVectorEnv`` of ``workers`` processes."""
     import gymnasium as gym
 
-    vec = gym.vector.AsyncVectorEnv([lambda: gym.make(env_id)] * workers)
+    # spawned, not forked: this process may already run CUDA and JAX, whose threads a fork does not copy
+    vec = gym.vector.AsyncVectorEnv([lambda: gym.make(env_id)] * workers, context="spawn")
     vec.reset(seed=0)
     rng = np.random.default_rng(0)
     space = vec.single_action_space
@@ -246,9 +247,10 @@ def timed(step: Callable[[], object], num_envs: int, seconds: float, sync: Calla
                 return n * num_envs / elapsed
 
 
-def part_throughput(args: argparse.Namespace) -> dict:
+def part_throughput(args: argparse.Namespace, save: Callable[[dict], None] = lambda found: None) -> dict:
+    """``save`` gets what is measured so far after every row (a run stopped at a time limit keeps it)."""
     workers = args.workers or _cores()
-    rows = []
+    rows: list[dict] = []
     print(f"\nenv steps/s: podium on {args.device} vs gymnasium AsyncVectorEnv x {workers} processes on this CPU")
     print(f"{'env':<12} {'N':>7} {'podium':>12} {'gymnasium':>12} {'ratio':>8}")
     for env_id in args.envs.split(","):
@@ -262,6 +264,7 @@ def part_throughput(args: argparse.Namespace) -> dict:
                 continue
             print(f"{env_id:<12} {n:>7} {sps:>12,.0f} {peer:>12,.0f} {sps / peer:>7.1f}x", flush=True)
             rows.append({"env": env_id, "num_envs": n, "podium": sps, "gymnasium": peer, "ratio": sps / peer})
+            save({"workers": workers, "rows": rows})
     return {"workers": workers, "rows": rows}
 
 
@@ -405,7 +408,12 @@ def main() -> None:
             args.cap = args.cap or 10_800.0
             results["cpu"] = part_cpu(args)
         elif part == "throughput":
-            results["throughput"] = part_throughput(args)
+
+            def save(found: dict) -> None:
+                if args.json:
+                    Path(args.json).write_text(json.dumps({**results, "throughput": found}, indent=2, default=str))
+
+            results["throughput"] = part_throughput(args, save)
         elif part == "fidelity":
             results["fidelity"] = part_fidelity(args)
         else:

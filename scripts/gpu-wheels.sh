@@ -28,6 +28,9 @@ WANT=(
 # resolution falls back to 0.5.9, which imports yfinance and pandas-datareader at import time); 0.7 never
 # imports peewee, and its other needs (bottleneck, pytz, pandas, scipy) are in WANT or on the image
 NODEPS=("empyrical-reloaded>=0.7")
+# carried although the image has it: the image's version is not known, and pydantic and SQLAlchemy need recent
+# ones (it is pure Python and backward compatible, so it may shadow the image's)
+NODEPS+=("typing-extensions>=4.16")
 # what the image has (normalised names): never carried, so the image's CUDA builds of torch and JAX stay in charge
 DEVICE_HAS=" absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
 certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core

@@ -27,7 +27,10 @@ import podium
 import podium.envs as envs
 
 DEVICE = os.environ.get("PODIUM_TEST_DEVICE", "cuda")
+REQUIRED = os.environ.get("PODIUM_REQUIRE_GPU") == "1"  # benchmarks/gpu.sh: a GPU machine that skips has failed
 if DEVICE.startswith("cuda") and not torch.cuda.is_available():
+    if REQUIRED:
+        raise RuntimeError("PODIUM_REQUIRE_GPU=1 but torch sees no CUDA GPU here")
     pytest.skip("no CUDA GPU here (PODIUM_TEST_DEVICE=cpu runs these tests on the CPU)", allow_module_level=True)
 
 FAST = {"tensorboard": False, "eval_episodes": 4, "device": DEVICE}
@@ -128,8 +131,12 @@ def test_pods_of_a_tournament_share_the_gpu(tmp_path):
 
 @pytest.mark.parametrize("env_id", ["Ant-v5", "Humanoid-v5"])
 def test_mjx_locomotion_steps_on_the_gpu(env_id):
-    pytest.importorskip("mujoco.mjx", reason='the MJX engine needs the "mjx" extra')
-    jax = pytest.importorskip("jax")
+    if REQUIRED:  # on the GPU machine an MJX that does not import is a failure, not a skip
+        import jax
+        import mujoco.mjx  # noqa: F401
+    else:
+        pytest.importorskip("mujoco.mjx", reason='the MJX engine needs the "mjx" extra')
+        jax = pytest.importorskip("jax")
     if DEVICE.startswith("cuda") and not any(d.platform == "gpu" for d in jax.devices()):
         pytest.fail("torch sees a GPU but JAX does not: install jax with its CUDA plugin")
     env = envs.make(env_id, num_envs=256, device=DEVICE, seed=0, engine="mjx")
