@@ -121,9 +121,9 @@ def main() -> None:
     print(header)
     print("-" * len(header))
     sync_too_slow = False
+    valid = not args.no_validate
     for n in sizes:
         row: dict[str, float | int | None] = {"num_envs": n}
-        valid = not args.no_validate
         row["podium_cartpole"] = podium_sps("CartPole-v1", n, args.device, args.seconds, validate=valid)
         row["podium_pendulum"] = podium_sps("Pendulum-v1", n, args.device, args.seconds, validate=valid)
         row["gym_vector_cartpole"] = gym_sps("CartPole-v1", n, args.seconds, "vector")

@@ -28,11 +28,8 @@ if [[ $PART == smoke ]]; then
     PY=${PY_SMOKE:-.venv/bin/python}
 fi
 
-if [[ $PART != smoke && ! -d .whl ]]; then
-    echo "error: no .whl here: run 'bash scripts/gpu-wheels.sh' on the developer's machine and carry .whl" >&2
-    exit 1
-fi
 if [[ $PART != smoke ]]; then
+    [[ -d .whl ]] || { echo "error: no .whl here: run 'bash scripts/gpu-wheels.sh' here first and carry .whl" >&2; exit 1; }
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         || { echo "error: the carried wheels did not install (bash scripts/gpu-wheels.sh, carry .whl)"; exit 1; }
     export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"

@@ -26,7 +26,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,7 +34,7 @@ import torch
 from podium.machine import describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vs_sb3 import TASKS, fresh_score, summarise, warm_up
+from vs_sb3 import TASKS, run_podium, summarise, warm_up
 
 
 @dataclass
@@ -52,24 +51,8 @@ class TargetRun:
 
 
 def target_run(task: str, device: str, num_envs: int | None, seed: int, cap: float) -> TargetRun:
-    import podium
-    from podium.api import make_spec
-    from podium.pod import Pod
-
-    env_id, algo, threshold, _ = TASKS[task]
-    fields = {"num_envs": num_envs} if num_envs else {}
-    with tempfile.TemporaryDirectory() as tmp:
-        start = time.perf_counter()
-        spec = make_spec(None, env=env_id, algo=algo, target=threshold, seed=seed, seconds=cap, device=device, **fields)
-        pod = Pod(spec, os.path.join(tmp, "run"), progress=False)
-        setup = time.perf_counter() - start
-        report = pod.run()
-        if not report.reached_target or report.time_to_target is None:
-            return TargetRun(task, device, num_envs, seed, False, None, None, None, f"best {report.score_mean:.1f}")
-        score = fresh_score(podium.load(os.path.join(tmp, "run"), device="cpu").act, env_id)
-    if score < threshold:
-        return TargetRun(task, device, num_envs, seed, False, None, report.steps_to_target, score, "fresh below")
-    return TargetRun(task, device, num_envs, seed, True, setup + report.time_to_target, report.steps_to_target, score)
+    r = run_podium(task, seed, cap, gym_env=False, n_envs=None, device=device, num_envs=num_envs)
+    return TargetRun(task, device, num_envs, seed, r.reached, r.seconds, r.steps, r.fresh_score, r.note)
 
 
 def throughput(device: str, num_envs: int, seconds: float) -> tuple[float, int]:

@@ -233,7 +233,17 @@ def run_sb3(task: str, seed: int, cap: float) -> Run:
 
 
 # ----------------------------------------------------------------------------- podium
-def run_podium(task: str, seed: int, cap: float, gym_env: bool, n_envs: int | None) -> Run:
+def run_podium(
+    task: str,
+    seed: int,
+    cap: float,
+    gym_env: bool,
+    n_envs: int | None,
+    device: str = "cpu",
+    num_envs: int | None = None,
+) -> Run:
+    """podium on ``task``: gymnasium's env with ``n_envs`` copies (``gym_env``), else podium's tensor env with
+    the preset's sub-envs or ``num_envs``; on ``device`` (benchmarks/gpu_pods.py: ``cuda``)."""
     import podium
     from podium.api import make_spec
     from podium.pod import Pod
@@ -244,7 +254,11 @@ def run_podium(task: str, seed: int, cap: float, gym_env: bool, n_envs: int | No
         run_dir = os.path.join(tmp, "run")
         start = time.perf_counter()
         # exactly what podium.train(env_id, algo, target=threshold, seed=seed, seconds=cap) does
-        fields = {"native_env": False, "num_envs": n_envs} if gym_env else {}
+        fields: dict[str, object] = {"native_env": False, "num_envs": n_envs} if gym_env else {}
+        if num_envs and not gym_env:
+            fields["num_envs"] = num_envs
+        if device != "cpu":
+            fields["device"] = device
         spec = make_spec(None, env=env_id, algo=algo, target=threshold, seed=seed, seconds=cap, **fields)
         pod = Pod(spec, run_dir, progress=False)
         setup = time.perf_counter() - start
