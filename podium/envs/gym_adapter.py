@@ -221,8 +221,9 @@ class GymVecEnv(VecEnv):
         probe.reset(seed=0)
         times = []
         for i in range(25):
+            action = probe.action_space.sample()  # not timed: the copies will step the policy's actions
             t0 = time.perf_counter()
-            _, _, terminated, truncated, _ = probe.step(probe.action_space.sample())
+            _, _, terminated, truncated, _ = probe.step(action)
             if terminated or truncated:
                 probe.reset()  # (timed with its step: an env may spend its time in resets)
             if i >= 5:  # after a warm-up; one step at a time, so that the median ignores the steps during
