@@ -47,6 +47,7 @@ from podium.finance.env import FILLS, StockTradingVecEnv
 from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import TEST_PERIOD, TRAIN_PERIOD, MarketData, check_split, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance_table
+from podium.logging import figure
 from podium.rundir import PodDir, TournamentDir
 from podium.store import CheckpointError, load_checkpoint
 
@@ -562,18 +563,8 @@ def _write(report: BacktestReport, out_dir: Path) -> None:
     report.files = files
 
 
-def _figure(width: float, height: float, rows: int = 1) -> tuple[Any, Any]:
-    """A matplotlib figure drawn by the Agg canvas (no pyplot, no global backend switch)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig, fig.subplots(rows, 1, squeeze=False)[:, 0]
-
-
 def _plot_backtest(report: BacktestReport, path: Path) -> None:
-    fig, (ax,) = _figure(9.0, 4.5)
+    fig, (ax,) = figure(9.0, 4.5)
     for name in report.metrics.index:
         final = report.metrics.loc[name, "cumulative_return"]
         label = "policy" if name == POLICY else name.replace("_", " ")
@@ -692,7 +683,7 @@ def generalisation_curve(
 
 
 def _plot_generalisation(frame: pd.DataFrame, path: Path) -> None:
-    fig, (top, bottom) = _figure(8.0, 6.5, rows=2)
+    fig, (top, bottom) = figure(8.0, 6.5, rows=2)
     for run, rows in frame.groupby("run", sort=False):
         top.plot(rows["wall_time"], rows["cumulative_return"], marker="o", ms=3, label=str(run))
         bottom.plot(rows["wall_time"], rows["sharpe_ratio"], marker="o", ms=3, label=str(run))

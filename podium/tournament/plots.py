@@ -7,18 +7,10 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from podium.logging import figure
 from podium.rundir import PodDir
 
 __all__ = ["plot_champion", "plot_progress"]
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_progress(history: list[dict[str, Any]], path: Path, target: float | None = None) -> None:
@@ -27,8 +19,7 @@ def plot_progress(history: list[dict[str, Any]], path: Path, target: float | Non
     scored = [h for h in history if h["score_mean"] is not None]
     if not scored:
         return
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    fig, (ax,) = figure(7, 4)
     for algo in sorted({h["algo"] for h in scored}):
         rows = [h for h in scored if h["algo"] == algo]
         ax.scatter([h["elapsed"] for h in rows], [h["score_mean"] for h in rows], s=14, label=algo, alpha=0.8)
@@ -45,7 +36,6 @@ def plot_progress(history: list[dict[str, Any]], path: Path, target: float | Non
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def plot_champion(lineage: list[dict[str, Any]], path: Path, target: float | None = None) -> None:
@@ -53,8 +43,7 @@ def plot_champion(lineage: list[dict[str, Any]], path: Path, target: float | Non
     along cumulative env steps (``lineage`` is champion first, as :meth:`Leaderboard.lineage` gives)."""
     if not lineage:
         return
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    fig, (ax,) = figure(7, 4)
     offset = 0
     for pod in reversed(lineage):
         try:
@@ -77,6 +66,6 @@ def plot_champion(lineage: list[dict[str, Any]], path: Path, target: float | Non
     ax.set_ylabel("evaluation return")
     ax.set_title(f"champion {lineage[0]['id']} and its ancestors")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # (no curve and no target: nothing to name)
+        ax.legend(loc="lower right", fontsize=8)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
