@@ -369,8 +369,8 @@ def tournament_command(
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="live view")] = None,
     force: Annotated[bool, typer.Option(help="resume: take over from an orchestrator that looks alive")] = False,
 ) -> None:
-    """Run a tournament: a pool of pods trains, a leaderboard keeps the best (``podium tournament CONFIG.yaml``);
-    continue one after a crash or to extend it (``podium tournament resume RUN_DIR``)."""
+    """Run a tournament: a pool of pods trains, a leaderboard keeps the best (podium tournament CONFIG.yaml);
+    continue one after a crash or to extend it (podium tournament resume RUN_DIR)."""
     if config == "resume":
         if resume_dir is None:
             raise _fail("usage: podium tournament resume RUN_DIR")

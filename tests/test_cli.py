@@ -232,3 +232,13 @@ def test_a_newcomers_slips_are_answered_with_the_fix(tmp_path):
     assert result.exit_code == 0 and "475 not reached" in result.output, result.output
     with pytest.raises(ValueError, match=r"cuda:99.*does not exist|CUDA is not available"):
         podium.load(tmp_path / "b", device="cuda:99")  # was "corrupt or not a podium checkpoint"
+
+
+@pytest.mark.parametrize("command", [None, *(c.name for c in app.registered_commands)])
+def test_help_shows_no_docstring_markup(command):
+    # docstrings are Sphinx-styled (``code``); what reaches --help is read in a terminal, where the backticks
+    # would print as they are
+    args = ["--help"] if command is None else [command, "--help"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "``" not in result.output and ":class:" not in result.output and ":func:" not in result.output
