@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import multiprocessing
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_child_process_left() -> Iterator[None]:
+    """A test that leaves a multiprocessing child running (an env subprocess, a pod's evaluator or learner)
+    fails itself, and the child is ended: left running, it failed every later test that checks that none is
+    (a flaky test once failed seven others that way)."""
+    yield
+    left = multiprocessing.active_children()
+    for child in left:  # a child on its way out (a close that just returned) gets a moment
+        child.join(timeout=5)
+    alive = [child for child in left if child.is_alive()]
+    names = ", ".join(f"{child.name} (pid {child.pid})" for child in alive)
+    for child in alive:
+        child.kill()
+        child.join(timeout=5)
+    if alive:
+        pytest.fail(f"the test left {len(alive)} child process(es) running: {names}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
