@@ -131,6 +131,9 @@ def _parse_hparams(items: list[str]) -> dict[str, object]:
 
 @app.command("train")
 def train_command(
+    env_id: Annotated[
+        str | None, typer.Argument(metavar="ENV", help="environment id, as --env (podium train CartPole-v1 ...)")
+    ] = None,
     env: Annotated[str | None, typer.Option(help="environment id, e.g. Pendulum-v1")] = None,
     algo: Annotated[str | None, typer.Option(help="ppo, sac, td3, ddpg, dqn, d3qn")] = None,
     num_envs: Annotated[int | None, typer.Option("--num-envs", help="training sub-environments")] = None,
@@ -150,6 +153,10 @@ def train_command(
     ] = None,
 ) -> None:
     """Train one agent (a pod) and print its report. Ctrl-C saves a checkpoint to resume from."""
+    if env_id is not None:  # as podium.train(env, algo): the id may come first, without --env
+        if env is not None and env != env_id:
+            raise _fail(f"two environments: {env_id} and --env {env}; give one")
+        env = env_id
     if resume is None and env is None and config is None:
         raise _fail("give --env (and --algo), a --config file, or --resume RUN_DIR")
     hparams = _parse_hparams(hparam or [])  # before importing torch: a typo answers at once
@@ -348,7 +355,7 @@ def _backtest_after(report: TournamentReport, config: TournamentConfig) -> None:
 def tournament_command(
     config: Annotated[str, typer.Argument(help="tournament YAML file, or the word 'resume'", metavar="CONFIG|resume")],
     resume_dir: Annotated[
-        str | None, typer.Argument(help="with 'resume': the run directory", metavar="[RUN_DIR]")
+        str | None, typer.Argument(help="with 'resume': the run directory", metavar="RUN_DIR")
     ] = None,
     backend: Annotated[
         str | None,

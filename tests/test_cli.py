@@ -69,6 +69,16 @@ def test_train_then_eval_from_the_command_line(tmp_path):
     assert (run_dir / "checkpoints" / "best.pt").is_file()  # neither resumed nor deleted
 
 
+def test_train_takes_the_env_first_as_the_python_api_does(tmp_path):
+    run_dir = tmp_path / "run"
+    args = ["train", "CartPole-v1", "--algo", "ppo", "--steps", "512", "--run-dir", str(run_dir), "--no-progress"]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "CartPole-v1" in (run_dir / "spec.yaml").read_text()
+    result = runner.invoke(app, ["train", "CartPole-v1", "--env", "Pendulum-v1", "--algo", "ppo"])
+    assert result.exit_code == 2 and "two environments" in result.output
+
+
 def test_train_bad_input_exits_with_a_named_problem(tmp_path):
     result = runner.invoke(app, ["train", "--env", "CartPole-v1", "--algo", "sac", "--steps", "10"])
     assert result.exit_code == 2 and "Discrete" in result.output  # SAC cannot do CartPole's actions
