@@ -91,6 +91,7 @@ def test_exploring_actions_are_samples_inside_the_bounds(pendulum: httpx.Client)
     assert sampled.std() > 0 and np.all(np.abs(sampled) <= 2.0)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a server warns nothing per bad request
 @pytest.mark.parametrize(
     ("body", "status", "says"),
     [

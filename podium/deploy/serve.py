@@ -57,7 +57,9 @@ def _as_observations(obs: Any) -> np.ndarray:
             raise ValueError(f"{numbers} (integers or floats, lists of equal length), got {str(obs)[:80]}") from None
     if arr.dtype.kind == "b" or arr.size == 0:
         raise ValueError(f"{numbers}, got {str(obs)[:80]}")
-    if not np.isfinite(arr.astype(np.float32)).all():  # float32: what the networks compute in
+    with np.errstate(over="ignore"):  # a number past float32's range is refused below, not warned about per request
+        as_float32 = arr.astype(np.float32)
+    if not np.isfinite(as_float32).all():  # float32: what the networks compute in
         raise ValueError(
             "obs holds NaN, infinity, or a number beyond float32's range (3.4e38); a policy needs finite observations"
         )
