@@ -23,6 +23,7 @@ from podium.algos.sac import SAC, SACConfig
 from podium.config import PodSpec
 from podium.envs.base import VecEnv
 from podium.pod import EvaluationError, Evaluator, Pod, PodInterrupted
+from podium.pod import pod as pod_module
 from podium.pod.evaluator import EvalResult, EvaluatorService, Snapshot, confirms, margin_for
 from podium.pod.pod import (
     AGENT_SEED_OFFSET,
@@ -812,6 +813,26 @@ def test_cpu_plan_splits_the_cores_between_training_and_the_evaluator(fields, wi
 def test_without_fork_the_evaluator_runs_inline():
     spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1)
     assert astuple(plan_cpu(spec, NARROW, 16, fork=False)) == (1, "inline")
+
+
+def test_an_env_that_a_fork_cannot_use_keeps_every_pod_process_unforked(tmp_path, monkeypatch):
+    """An MJX env on a CPU (``fork_safe`` False: a forked child hung at its first JAX compile): the evaluator
+    is not a process (``auto`` runs it inline, ``process`` is refused before anything starts), and learners
+    and rollout workers start with spawn."""
+    from podium.envs.classic.cartpole import CartPoleVecEnv
+
+    monkeypatch.setattr(CartPoleVecEnv, "fork_safe", False)
+    pod = Pod(PodSpec(env="CartPole-v1", algo="ppo", steps=1024, torch_threads=4), tmp_path / "auto", progress=False)
+    assert pod.cpu_plan.eval_mode == "inline"  # with a fork, four cores give it a process
+    pod.env.close()
+    pod._lock.release(remove=True)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, eval_mode="process")
+    with pytest.raises(ValueError, match="eval_mode 'process' forks the pod, which is not safe here"):
+        Pod(spec, tmp_path / "process", progress=False)
+    starts = []
+    monkeypatch.setattr(pod_module, "WorkerGroup", lambda *a, start_method, **k: starts.append(start_method))
+    pod_module._make_worker(PodSpec(env="CartPole-v1", algo="ppo", steps=1, workers=2), pod.env, pod.agent, seed=0)
+    assert starts == ["spawn"]
 
 
 def test_wide_is_the_mujoco_presets_and_not_the_classic_control_defaults():

@@ -135,6 +135,11 @@ def ants() -> tuple[AntVecEnv, AntVecEnv]:
     return _pair(AntVecEnv, N, seed=1)
 
 
+def test_only_the_mjx_engine_is_unsafe_to_fork(ants):
+    c, j = ants  # a pod keeps its evaluator in-process for j and starts its other processes with spawn
+    assert c.fork_safe and not j.fork_safe
+
+
 def test_ant_contact_free_step_matches_mujoco_c(ants):
     """Lifted 15 cm, no foot touches the floor during the step: the physics has no friction, and MJX gives
     MuJoCo C's observation and reward to float32 precision (the formulas, bodies and fields are the same)."""

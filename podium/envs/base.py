@@ -122,6 +122,11 @@ class VecEnv(gym.vector.VectorEnv):
     """Whether a step of all sub-envs costs about as much as a step of one (tensor envs), rather than one
     step's cost per sub-env (:class:`~podium.envs.gym_adapter.GymVecEnv`, MuJoCo C's worlds on a CPU):
     whether N episodes are better played at once or may be played in parts for the same price."""
+    fork_safe: bool = True
+    """Whether a forked copy of this process may build and step another instance of this env (a pod's
+    evaluator, learner or rollout-worker process). Not with the MJX engine on a CPU: JAX's compiler threads do
+    not survive a fork, and the child hangs at its first compile; such a pod keeps its evaluator in-process and
+    starts other processes with ``spawn``."""
 
     def __init__(
         self,

@@ -297,6 +297,12 @@ def plan_cpu(spec: PodSpec, widest_matmul: int, cores: int, fork: bool = True) -
                 "does not survive a fork): use eval_mode 'thread' (the default there, 'auto') or 'inline'"
             )
         return CpuPlan(spec.torch_threads, "thread" if mode == "auto" else mode)
+    if mode == "process" and not fork:
+        raise ValueError(
+            "eval_mode 'process' forks the pod, which is not safe here (the env runs on JAX, the MJX engine, whose "
+            "threads do not survive a fork, or this platform cannot fork): use eval_mode 'thread' or 'inline' "
+            "('auto' picks one)"
+        )
     budget = spec.torch_threads or cores
     wide = widest_matmul >= WIDE_MATMUL
     # the pod's own processes, a core each: K learners, each with its W rollout workers
@@ -401,7 +407,7 @@ class Pod:
             raise ConfigError(problem)
         obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
         self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
-        fork = "fork" in multiprocessing.get_all_start_methods()
+        fork = "fork" in multiprocessing.get_all_start_methods() and self.env.fork_safe
         self.cpu_plan = plan_cpu(spec, self.agent.widest_matmul, local_cpus(), fork)
         if self.cpu_plan.threads is not None:
             torch.set_num_threads(self.cpu_plan.threads)
@@ -988,7 +994,8 @@ class _LearnerGroup:
         spec = pod.spec
         if spec.device != "cpu" and not spec.device.startswith("cuda"):
             raise ConfigError(f"learners > 1 needs a CPU or CUDA device, not {spec.device!r}")
-        context = multiprocessing.get_context("fork" if spec.device == "cpu" else "spawn")
+        # a process that has started CUDA, or whose env runs on JAX (env.fork_safe), must not fork
+        context = multiprocessing.get_context("fork" if spec.device == "cpu" and pod.env.fork_safe else "spawn")
         tmp = Path(tempfile.mkdtemp(prefix="podium-learners-"))
         store = tmp / "rendezvous"
         state = clone_tensors(pod.agent.state_dict())  # every learner starts from learner 0's state
@@ -1043,7 +1050,8 @@ def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | W
     """A learner's worker: it steps ``env`` itself, or (``spec.workers``) its own rollout-worker processes."""
     if spec.workers:
         build = functools.partial(_worker_parts, spec, agent.config)
-        start = "fork" if spec.device == "cpu" else "spawn"  # a process that has started CUDA must not fork
+        # a process that has started CUDA, or whose env runs on JAX (env.fork_safe), must not fork
+        start = "fork" if spec.device == "cpu" and env.fork_safe else "spawn"
         return WorkerGroup(agent, build, spec.workers, seed=seed, start_method=start)
     return Worker(env, agent, seed=seed)
 

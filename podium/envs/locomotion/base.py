@@ -88,6 +88,7 @@ class LocomotionVecEnv(TensorVecEnv):
                 f"the {name!r} engine computes in {self.engine.dtype}; pass dtype=None (or {self.engine.dtype})"
             )
         self.batched = name == "mjx"  # MuJoCo C steps its worlds one by one (on a few threads)
+        self.fork_safe = name != "mjx"  # (XLA's threads do not survive a fork: a forked child's compile hangs)
         self.frame_skip = int(frame_skip)
         self.dt = float(model.opt.timestep) * self.frame_skip  # gymnasium's MujocoEnv.dt, same arithmetic
         self.reset_noise_scale = self.default_noise if reset_noise_scale is None else float(reset_noise_scale)
