@@ -102,9 +102,8 @@ def _parse(name: str, text: str | None) -> int | float | None:
 
 def figure(width: float, height: float, rows: int = 1, cols: int = 1) -> tuple[Any, list[Any]]:
     """A matplotlib figure of ``rows`` x ``cols`` axes (inches; constrained layout) drawn by the Agg canvas, and
-    its axes row by row. No pyplot: a caller's backend (a notebook's inline one) stays as it was, nothing is
-    left in pyplot's figure registry, and pyplot's import (about a second) is not paid at the end of every run.
-    """
+    its axes row by row. No pyplot: a caller's backend (a notebook's inline one) stays as it was, and nothing is
+    left in pyplot's figure registry."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
