@@ -822,17 +822,16 @@ def test_an_env_that_a_fork_cannot_use_keeps_every_pod_process_unforked(tmp_path
     from podium.envs.classic.cartpole import CartPoleVecEnv
 
     monkeypatch.setattr(CartPoleVecEnv, "fork_safe", False)
-    pod = Pod(PodSpec(env="CartPole-v1", algo="ppo", steps=1024, torch_threads=4), tmp_path / "auto", progress=False)
-    assert pod.cpu_plan.eval_mode == "inline"  # with a fork, four cores give it a process
-    pod.env.close()
-    pod._lock.release(remove=True)
-    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, eval_mode="process")
+    threads = torch.get_num_threads()
+    try:
+        spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, torch_threads=4)
+        pod = Pod(spec, tmp_path / "auto", progress=False)
+        assert pod.cpu_plan.eval_mode == "inline"  # with a fork, four cores give it a process
+    finally:
+        torch.set_num_threads(threads)
+    assert pod_module.start_method(spec, pod.env) == "spawn"  # learners' and rollout workers'
     with pytest.raises(ValueError, match="eval_mode 'process' forks the pod, which is not safe here"):
-        Pod(spec, tmp_path / "process", progress=False)
-    starts = []
-    monkeypatch.setattr(pod_module, "WorkerGroup", lambda *a, start_method, **k: starts.append(start_method))
-    pod_module._make_worker(PodSpec(env="CartPole-v1", algo="ppo", steps=1, workers=2), pod.env, pod.agent, seed=0)
-    assert starts == ["spawn"]
+        Pod(spec.model_copy(update={"eval_mode": "process"}), tmp_path / "process", progress=False)
 
 
 def test_wide_is_the_mujoco_presets_and_not_the_classic_control_defaults():

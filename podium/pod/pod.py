@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import yaml
@@ -407,7 +407,7 @@ class Pod:
             raise ConfigError(problem)
         obs_space, act_space = self.env.single_observation_space, self.env.single_action_space
         self.agent = build_agent(spec, obs_space, act_space, num_envs, self.env.device, config)
-        fork = "fork" in multiprocessing.get_all_start_methods() and self.env.fork_safe
+        fork = start_method(spec, self.env) == "fork"
         self.cpu_plan = plan_cpu(spec, self.agent.widest_matmul, local_cpus(), fork)
         if self.cpu_plan.threads is not None:
             torch.set_num_threads(self.cpu_plan.threads)
@@ -994,8 +994,7 @@ class _LearnerGroup:
         spec = pod.spec
         if spec.device != "cpu" and not spec.device.startswith("cuda"):
             raise ConfigError(f"learners > 1 needs a CPU or CUDA device, not {spec.device!r}")
-        # a process that has started CUDA, or whose env runs on JAX (env.fork_safe), must not fork
-        context = multiprocessing.get_context("fork" if spec.device == "cpu" and pod.env.fork_safe else "spawn")
+        context = multiprocessing.get_context(start_method(spec, pod.env))
         tmp = Path(tempfile.mkdtemp(prefix="podium-learners-"))
         store = tmp / "rendezvous"
         state = clone_tensors(pod.agent.state_dict())  # every learner starts from learner 0's state
@@ -1046,13 +1045,20 @@ class _LearnerGroup:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def start_method(spec: PodSpec, env: Any) -> Literal["fork", "spawn"]:
+    """How a pod starts its processes (evaluator, learners, rollout workers): ``fork`` (fast: the child has
+    the pod's state at once) only on a CPU, with an env a forked child can use (``VecEnv.fork_safe``: not the
+    MJX engine, whose JAX threads do not survive a fork) and a platform that forks; else ``spawn`` (a process
+    that has started CUDA must not fork either)."""
+    forkable = spec.device == "cpu" and env.fork_safe and "fork" in multiprocessing.get_all_start_methods()
+    return "fork" if forkable else "spawn"
+
+
 def _make_worker(spec: PodSpec, env: Any, agent: Agent, seed: int) -> Worker | WorkerGroup:
     """A learner's worker: it steps ``env`` itself, or (``spec.workers``) its own rollout-worker processes."""
     if spec.workers:
         build = functools.partial(_worker_parts, spec, agent.config)
-        # a process that has started CUDA, or whose env runs on JAX (env.fork_safe), must not fork
-        start = "fork" if spec.device == "cpu" and env.fork_safe else "spawn"
-        return WorkerGroup(agent, build, spec.workers, seed=seed, start_method=start)
+        return WorkerGroup(agent, build, spec.workers, seed=seed, start_method=start_method(spec, env))
     return Worker(env, agent, seed=seed)
 
 
