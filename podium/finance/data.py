@@ -120,9 +120,14 @@ _MISSING = ("", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null"
 
 
 def _parse_dates(dates: pd.Series) -> pd.Series:
-    """Dates as day timestamps: ISO strings, datetimes, and YYYYMMDD numbers (which pandas would read as
-    nanoseconds since 1970); a time zone or UTC offset is dropped, keeping the local date (offsets may change
-    with summer time). Unparsable ones are NaT."""
+    """Dates as day timestamps (midnight): ISO strings, datetimes, and YYYYMMDD numbers (which pandas would
+    read as nanoseconds since 1970); a time zone or UTC offset is dropped, keeping the local date (offsets may
+    change with summer time), and so is a time of day (a bar stamped ``2017-11-10 16:00`` is the bar of
+    2017-11-10, which a period ending on that day includes). Unparsable ones are NaT."""
+    return _parse_timestamps(dates).dt.normalize()
+
+
+def _parse_timestamps(dates: pd.Series) -> pd.Series:
     text = dates.astype(str).str.strip()
     given = text[dates.notna()]
     if len(given) and given.str.fullmatch(r"\d{8}(\.0)?").all():  # every value a YYYYMMDD number (or string)
@@ -191,7 +196,10 @@ def validate_ohlcv(
     if dup.any():
         rows = out.loc[dup].groupby(["tic", "date"], sort=True).size().head(_MAX_LISTED)
         listed = ", ".join(f"{tic} on {_day(date)} ({n} rows)" for (tic, date), n in rows.items())
-        raise ValueError(f"{source}: duplicated (date, tic) rows: {listed}")
+        raise ValueError(
+            f"{source}: duplicated (date, tic) rows: {listed}; podium trades daily bars, one row per ticker and "
+            "day (a time of day is ignored): keep one bar per day"
+        )
 
     for col in PRICE_COLUMNS:
         _check_values(out, col, ~np.isfinite(out[col].to_numpy()), "NaN or infinite", source)

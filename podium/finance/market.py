@@ -221,12 +221,15 @@ def check_split(**periods: Period | None) -> None:
                     f"the {a} period {a0.date()}..{a1.date()} overlaps the {b} period {b0.date()}..{b1.date()}: "
                     f"data used to {_USE[a]} must not be used to {_USE[b]}; make the periods disjoint"
                 )
-            if a in _USE and b in _USE and list(_USE).index(a) < list(_USE).index(b) and b1 < a0:
-                raise ValueError(
-                    f"the {b} period {b0.date()}..{b1.date()} comes before the {a} period {a0.date()}..{a1.date()}: "
-                    f"data used to {_USE[b]} must come after the data used to {_USE[a]}, or the policy has "
-                    "seen the future; swap the periods"
-                )
+            if a in _USE and b in _USE:  # the periods in their order of use, whatever the order given
+                order = list(_USE)
+                (first, f0, f1), (then, t0, t1) = sorted([(a, a0, a1), (b, b0, b1)], key=lambda p: order.index(p[0]))
+                if t1 < f0:
+                    raise ValueError(
+                        f"the {then} period {t0.date()}..{t1.date()} comes before the {first} period "
+                        f"{f0.date()}..{f1.date()}: data used to {_USE[then]} must come after the data used to "
+                        f"{_USE[first]}, or the policy has seen the future; swap the periods"
+                    )
 
 
 _USE = {"train": "train", "validation": "select policies", "test": "test them"}

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from podium.finance.data import OHLCV_COLUMNS, align, load_ohlcv, select_period, shipped_path, split
+from podium.finance.market import check_split
 
 KNOWN_GAPS = {("CVX", "2010-11-19"), ("CRM", "2011-02-17"), ("TRV", "2011-02-17"), ("V", "2011-02-17")}
 
@@ -158,6 +159,16 @@ def test_split_by_date(dow29: pd.DataFrame) -> None:
         split(aligned, train=("2009-01-02", "2016-06-30"), test=("2016-01-04", "2017-11-10"))
 
 
+def test_a_split_in_the_wrong_time_order_is_refused_whatever_the_keyword_order() -> None:
+    """check_split compared only pairs given in the order train, validation, test: a test period before the
+    training period passed when the test period came first in the call."""
+    train, test = ("2012-01-03", "2014-12-31"), ("2009-01-02", "2010-12-31")
+    for periods in ({"train": train, "test": test}, {"test": test, "train": train}):
+        with pytest.raises(ValueError, match=r"the test period 2009-01-02\.\.2010-12-31 comes before the train"):
+            check_split(**periods)
+    check_split(test=("2016-01-04", "2017-11-10"), validation=("2015-01-02", "2015-12-31"), train=train)
+
+
 def test_file_formats(tmp_path: Path, small: pd.DataFrame) -> None:
     plain = tmp_path / "prices.csv"
     small.to_csv(plain, index=False)
@@ -229,6 +240,13 @@ def test_a_users_file_keeps_its_tickers_and_dates_as_written(tmp_path: Path) -> 
     zoned.to_csv(path, index=False)
     loaded = load_ohlcv(path)
     assert list(loaded["date"]) == want and loaded["vix"].isna().tolist() == [True, False, True]
+    timed = _table(["AAPL", "MSFT"], days)
+    timed["date"] = timed["date"] + " 16:00:00"  # some vendors stamp a bar with its close's time
+    timed.to_csv(path, index=False)
+    assert list(load_ohlcv(path, end="2009-01-06")["date"].unique()) == want  # the period's last day included
+    twice = pd.concat([timed, timed.assign(date=timed["date"].str.replace("16:00", "10:00"))])
+    with pytest.raises(ValueError, match="podium trades daily bars, one row per ticker and day"):
+        load_ohlcv(twice)
     blank = _table(["AAPL", "MSFT"], days)
     blank.loc[1, "tic"] = ""
     blank.to_csv(path, index=False)
