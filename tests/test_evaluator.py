@@ -883,6 +883,33 @@ def test_a_stochastic_score_depends_on_the_seed_alone(tmp_path):
         pod._lock.release()
 
 
+def test_a_stochastic_evaluation_does_not_draw_the_envs_initial_states_as_its_noise():
+    """The evaluator seeded the policy's generator with the env's reset seed: CartPole draws its initial
+    states as U(-0.05, 0.05) from a generator of that seed, and the policy's first Gumbel uniforms were the
+    same numbers, so its first actions were a function of the initial states."""
+    from podium.envs import make
+    from podium.pod.evaluator import _Scorer
+
+    n = 8
+    env = make("CartPole-v1", num_envs=n, device="cpu")
+    agent = PPO(env.single_observation_space, env.single_action_space, PPOConfig(), n, torch.device("cpu"))
+    seen: dict[str, torch.Tensor] = {}
+    act = agent.act
+
+    def spy(obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        if not seen:  # the evaluation's first call: obs is the initial state, and the policy draws next
+            ahead = torch.Generator()
+            ahead.set_state(agent.generator.get_state())
+            seen["state"], seen["noise"] = obs.clone(), torch.rand((n, 2), generator=ahead)
+        return act(obs, deterministic)
+
+    agent.act = spy  # type: ignore[method-assign]
+    scorer = _Scorer(lambda: (agent, Evaluator(env, deterministic=False), None), target=None, confirm_seed=0)
+    scorer.score(agent.state_dict(), seed=100_000_777)
+    state_as_uniforms = (seen["state"].T.flatten()[: 2 * n] + 0.05) / 0.1
+    assert (state_as_uniforms - seen["noise"].flatten()).abs().max() > 0.1
+
+
 def test_a_sigint_the_process_ignores_does_not_stop_the_pod(tmp_path):
     """`cmd &` in a shell script starts cmd ignoring SIGINT, so that Ctrl-C at the terminal stops the script,
     not its background jobs: a pod stopped on it anyway."""

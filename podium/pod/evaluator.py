@@ -66,6 +66,13 @@ __all__ = [
 
 EvalMode = Literal["process", "thread", "inline"]
 
+ACTION_SEED_OFFSET = 2**31
+"""A stochastic policy's draws in an evaluation reset with ``seed + ACTION_SEED_OFFSET``, where the env resets
+with ``seed``: a tensor env draws its initial states from a generator seeded ``seed``, and a policy seeded
+alike drew the very same numbers as its first sampling noise (its actions were a function of the initial
+states). Every reset seed of a pod lies below 2**31 (pod.py's offsets end near 10**9); and the offset must
+stay below 2**32, since torch's CPU generator (a Mersenne Twister) keeps a seed's low 32 bits only."""
+
 
 class EvaluationError(RuntimeError):
     """The evaluator failed (its env or the policy raised); the pod stops with this error."""
@@ -240,7 +247,7 @@ class _Scorer:
     def _seed_actions(self, seed: int) -> None:
         generator = getattr(self.agent, "generator", None)
         if isinstance(generator, torch.Generator):
-            generator.manual_seed(seed)
+            generator.manual_seed(seed + ACTION_SEED_OFFSET)
 
     def score(self, modules: dict[str, Any], seed: int) -> tuple[EvalResult, EvalResult | None, float]:
         start = time.perf_counter()
