@@ -240,6 +240,33 @@ def test_a_list_of_seeds_seeds_each_copy_with_its_own():
     env.close()
 
 
+def test_a_numpy_integer_seed_works_as_with_a_native_env():
+    """reset(seed=np.int64(3)) reached gymnasium's vector env as a numpy integer, which it refuses (len() of
+    it); the native env took it."""
+    env = GymVecEnv("CartPole-v1", num_envs=2, vectorization="sync")
+    obs, _ = env.reset(seed=np.int64(3))
+    np.testing.assert_allclose(obs[1].numpy(), gym.make("CartPole-v1").reset(seed=4)[0], rtol=0, atol=0)
+    env.close()
+
+
+def test_a_partial_reset_keeps_the_running_copies_episode_statistics():
+    """reset(options={"reset_mask": ...}) resets only some copies (gymnasium 1.x); the adapter zeroed every
+    copy's return and length, so a copy left running later reported a shorter episode."""
+    env = GymVecEnv("CartPole-v1", num_envs=2, vectorization="sync")
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(torch.tensor([0, 1]))
+    env.reset(options={"reset_mask": np.array([True, False])})
+    length = 5
+    for _ in range(500):
+        *_, info = env.step(torch.tensor([0, 0]))
+        length += 1
+        if info["_final_obs"][1]:
+            break
+    assert int(info["episode_length"][1]) == length
+    env.close()
+
+
 def test_unsupported_spaces_are_refused_with_a_fix():
     with pytest.raises(ValueError, match="FlattenObservation"):
         envs.make("Blackjack-v1")  # Tuple observations

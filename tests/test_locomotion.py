@@ -267,6 +267,38 @@ def test_gymnasium_keyword_arguments_change_the_formulas_as_in_gymnasium():
     assert abs(float(reward[0]) - greward) < REWARD_TOL
 
 
+
+def test_humanoid_charges_the_contact_costs_floor_even_with_a_weight_of_zero():
+    """contact_cost_weight=0 without the contact forces observed skipped the contact term; gymnasium clamps
+    the zero cost into contact_cost_range, so a floor above 0 is charged every step."""
+    kwargs = {"contact_cost_weight": 0.0, "contact_cost_range": (1.0, 10.0), "include_cfrc_ext_in_observation": False}
+    genv = gym.make("Humanoid-v5", **kwargs).unwrapped
+    genv.reset(seed=1)
+    env = envs.make("Humanoid-v5", num_envs=1, **kwargs)
+    env.reset(seed=0)
+    env.set_state(_t(genv.data.qpos[None].copy()), _t(genv.data.qvel[None].copy()))
+    _, greward, *_ = genv.step(np.zeros(17))
+    _, reward, *_ = env.step(torch.zeros(1, 17, dtype=torch.float64))
+    assert float(reward[0]) == pytest.approx(greward, rel=1e-6)  # the reward comes out in float32
+
+
+def test_an_mjcf_file_of_ones_own_resolves_as_in_gymnasium(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """xml_file="./my_ant.xml" works in gymnasium (a path starting with "." or "~" is a path) and was looked
+    up among gymnasium's bundled assets."""
+    from podium.envs.locomotion.engine import asset_path
+
+    bundled = asset_path("ant.xml")
+    (tmp_path / "my_ant.xml").write_text(bundled.read_text())
+    monkeypatch.chdir(tmp_path)
+    assert asset_path("./my_ant.xml") == tmp_path / "my_ant.xml"
+    assert AntVecEnv(num_envs=1, xml_file="./my_ant.xml").single_observation_space.shape == (105,)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert asset_path("~/my_ant.xml") == tmp_path / "my_ant.xml"
+    with pytest.raises(ValueError, match=r"among gymnasium's MuJoCo assets .*give its path, e.g. './my_ant.xml'"):
+        asset_path("my_ant.xml")
+    with pytest.raises(ValueError, match=r"'\./missing\.xml' does not exist"):
+        asset_path("./missing.xml")
+
 # ------------------------------------------------------------------------------------------ pods
 SAC_FAST = {"learning_starts": 64, "batch_size": 64, "buffer_size": 4096}  # the preset's buffer holds 1M
 FAST = {"tensorboard": False, "eval_episodes": 2, "eval_mode": "inline", "confirm_episodes": 0, "seed": 0}

@@ -222,8 +222,9 @@ class VecEnv(gym.vector.VectorEnv):
         if seed is None and not self._seeded and self.default_seed is not None:
             seed = self.default_seed
         if seed is not None:
-            self.generator.manual_seed(int(seed))
-            self.action_space.seed(int(seed))
+            seed = int(seed)  # numpy's integers too (gymnasium's vector envs take a Python int only)
+            self.generator.manual_seed(seed)
+            self.action_space.seed(seed)
             self._seeded = True
         elif not self._seeded:
             self.generator.manual_seed(int(np.random.SeedSequence().entropy) % (2**63))

@@ -266,10 +266,12 @@ class GymVecEnv(VecEnv):
             per_copy: int | list[int] | None = [None if s is None else int(s) for s in seed]
         else:
             per_copy = self._seed(seed)
+        mask = (options or {}).get("reset_mask")  # gymnasium 1.x: reset these copies only (it pops the key)
+        reset = slice(None) if mask is None else np.asarray(mask, dtype=bool)
         obs, info = self.vector_env.reset(seed=per_copy, options=options)
         self._last_obs = obs  # the rows step_active leaves alone
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
+        self._returns[reset] = 0.0  # the copies left running keep their episode's statistics
+        self._lengths[reset] = 0
         return self._obs(obs), info
 
     def step(

@@ -80,17 +80,22 @@ def require(module: str, who: str) -> Any:
 
 
 def asset_path(xml_file: str | os.PathLike[str]) -> Path:
-    """gymnasium's resolution of ``xml_file``: an absolute path as is, a bare name in gymnasium's MuJoCo assets."""
-    path = Path(xml_file)
-    if path.is_absolute():
+    """gymnasium's resolution of ``xml_file``: a path that starts with ``/``, ``.`` (``./``, ``../``) or ``~``
+    as given (from the working directory), any other name in gymnasium's MuJoCo assets."""
+    text = str(xml_file)
+    if text.startswith(("/", ".", "~")):
+        path = Path(text).expanduser().absolute()
         if not path.exists():
-            raise ValueError(f"MJCF file {str(path)!r} does not exist")
+            raise ValueError(f"MJCF file {text!r} does not exist (from {Path.cwd()})")
         return path
     spec = importlib.util.find_spec("gymnasium")
     assert spec is not None and spec.submodule_search_locations  # gymnasium is a dependency of podium
-    full = Path(spec.submodule_search_locations[0]) / "envs" / "mujoco" / "assets" / path
+    full = Path(spec.submodule_search_locations[0]) / "envs" / "mujoco" / "assets" / text
     if not full.exists():
-        raise ValueError(f"no MJCF file {str(path)!r} among gymnasium's MuJoCo assets ({full.parent})")
+        raise ValueError(
+            f"no MJCF file {text!r} among gymnasium's MuJoCo assets ({full.parent}); a file of your own: "
+            f"give its path, e.g. './{text}'"
+        )
     return full
 
 

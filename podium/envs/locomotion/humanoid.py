@@ -109,9 +109,10 @@ class HumanoidVecEnv(LocomotionVecEnv):
         forward_reward = self.forward_reward_weight * x_velocity
         rewards = forward_reward + healthy.to(self.dtype) * self.healthy_reward
         ctrl_cost = self.ctrl_cost_weight * actions.square().sum(dim=1)  # gymnasium: data.ctrl, i.e. the action
-        costs = ctrl_cost
         if self._need_cfrc:
             contact = self.contact_cost_weight * frame["cfrc_ext"].square().sum(dim=(1, 2))
             costs = ctrl_cost + contact.clamp(*self.contact_cost_range)
+        else:  # a weight of 0 without the forces: gymnasium still clamps the zero cost into the range
+            costs = ctrl_cost + min(max(0.0, self.contact_cost_range[0]), self.contact_cost_range[1])
         terminated = ~healthy if self.terminate_when_unhealthy else torch.zeros_like(healthy)
         return rewards - costs, terminated
