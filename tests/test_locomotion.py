@@ -267,7 +267,6 @@ def test_gymnasium_keyword_arguments_change_the_formulas_as_in_gymnasium():
     assert abs(float(reward[0]) - greward) < REWARD_TOL
 
 
-
 def test_humanoid_charges_the_contact_costs_floor_even_with_a_weight_of_zero():
     """contact_cost_weight=0 without the contact forces observed skipped the contact term; gymnasium clamps
     the zero cost into contact_cost_range, so a floor above 0 is charged every step."""
@@ -298,6 +297,7 @@ def test_an_mjcf_file_of_ones_own_resolves_as_in_gymnasium(tmp_path, monkeypatch
         asset_path("my_ant.xml")
     with pytest.raises(ValueError, match=r"'\./missing\.xml' does not exist"):
         asset_path("./missing.xml")
+
 
 # ------------------------------------------------------------------------------------------ pods
 SAC_FAST = {"learning_starts": 64, "batch_size": 64, "buffer_size": 4096}  # the preset's buffer holds 1M

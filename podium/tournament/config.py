@@ -34,8 +34,18 @@ __all__ = [
 TOURNAMENT_EVAL_SHARE = 0.2
 """``PodSpec.eval_share`` of a tournament's pods unless ``pod.eval_share`` says otherwise."""
 
-# PodSpec fields the tournament sets itself for every pod; they cannot appear under ``pod:``.
-_OWNED_POD_FIELDS = ("env", "env_kwargs", "algo", "hparams", "seed", "init_checkpoint", "target")
+# PodSpec fields the tournament sets itself for every pod (they cannot appear under ``pod:``), and where to set them
+_OWNED_POD_FIELDS = {
+    "env": "env",
+    "env_kwargs": "env_kwargs",
+    "algo": "algos",
+    "hparams": "hparams",
+    "seed": "seed",
+    "init_checkpoint": "generator (children start from their parent's checkpoint)",
+    "target": "target",
+    "select_episodes": "selection.episodes",
+    "select_bar": "selection (the tournament sets each pod's bar from its leaderboard)",
+}
 
 DEMO_CONFIG: dict[str, Any] = {
     "name": "demo",
@@ -253,7 +263,7 @@ class TournamentConfig(_Strict):
     db: str | None = None
     """Leaderboard database URL (SQLAlchemy). Default: ``sqlite:///RUN_DIR/leaderboard.db``. PostgreSQL:
     ``postgresql://user:password@host:5432/dbname``."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     """Seeds the generator; pod seeds are derived from it."""
     backtest: BacktestConfig | None = None
     """Backtest the leaderboard on later data when the tournament ends (trading envs; see docs/trading.md)."""
@@ -283,10 +293,7 @@ class TournamentConfig(_Strict):
     def _pod_fields(cls, value: dict[str, Any]) -> dict[str, Any]:
         owned = [k for k in value if k in _OWNED_POD_FIELDS]
         if owned:
-            raise ValueError(
-                f"pod.{owned[0]} is set by the tournament itself; set it at the top level "
-                "(env, env_kwargs, algos, hparams, seed, target)"
-            )
+            raise ValueError(f"pod.{owned[0]} is set by the tournament itself; set {_OWNED_POD_FIELDS[owned[0]]}")
         if "steps" not in value and "seconds" not in value:
             raise ValueError("give each pod a budget per round: pod.seconds or pod.steps")
         return value
@@ -305,7 +312,10 @@ class TournamentConfig(_Strict):
         ):
             for algo in algos:
                 if algo not in self.algos:
-                    raise ValueError(f"{what}.{algo}: {algo} is not in algos {sorted(self.algos)}")
+                    raise ValueError(
+                        f"{what}.{algo}: {algo} is not among the algorithms with a weight > 0 in algos "
+                        f"{sorted(self.algos)}; give it a weight or remove {what}.{algo}"
+                    )
         from podium.algos import get_algo
 
         for what, algos in (("mutate", self.generator.mutate), ("ranges", self.generator.ranges)):

@@ -533,10 +533,15 @@ class Orchestrator:
         for pod_id in decisions.resume:
             self._submit(pods[pod_id], resume=True)
         left = decisions.round_steps  # the steps the new pods may share (each round is capped at what is left)
-        for _ in range(decisions.start):
+        for k in range(decisions.start):
             if left is not None and left <= 0:
                 break
-            record = self._plan(decisions.round_seconds, left)
+            cap = left
+            if left is not None and self.rules.pod_steps is None:
+                # rounds bound by time: each new pod a fair share of what is left (a cap of all of it would be
+                # committed to the first, and the other slots would wait until it ended)
+                cap = -(-left // (decisions.start - k))
+            record = self._plan(decisions.round_seconds, cap)
             if left is not None:
                 left -= int(record.spec["steps"])
             self._submit(record, resume=False)

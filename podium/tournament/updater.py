@@ -117,16 +117,19 @@ class Updater:
         return rank
 
     def fail(self, pod: PodRecord, error: str, elapsed: float, steps: int | None = None) -> None:
-        """Record that ``pod`` failed with ``error`` after ``steps`` env steps (its last evaluation's)."""
-        self.board.update_pod(pod.id, status=PodStatus.FAILED, ended=time.time(), error=error, steps=steps)
-        self.board.record(pod_id=pod.id, elapsed=elapsed, outcome="failed", algo=pod.algo, error=error)
+        """Record that ``pod`` failed with ``error`` after ``steps`` env steps (its last evaluation's); its status
+        and its history row are one transaction, as :meth:`offer`'s."""
+        with self.board.transaction():
+            self.board.update_pod(pod.id, status=PodStatus.FAILED, ended=time.time(), error=error, steps=steps)
+            self.board.record(pod_id=pod.id, elapsed=elapsed, outcome="failed", algo=pod.algo, error=error)
         self.prune()
 
     def lose(self, pod: PodRecord, reason: str, elapsed: float, steps: int | None = None) -> None:
         """Record that ``pod`` was lost with the machine it ran on (``reason``): it is preempted, to resume from
-        its last checkpoint, and the history says so (outcome ``lost``)."""
-        self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=steps)
-        self.board.record(pod_id=pod.id, elapsed=elapsed, outcome="lost", algo=pod.algo, error=reason)
+        its last checkpoint, and the history says so (outcome ``lost``), in one transaction."""
+        with self.board.transaction():
+            self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=steps)
+            self.board.record(pod_id=pod.id, elapsed=elapsed, outcome="lost", algo=pod.algo, error=reason)
 
     def prune(self) -> list[str]:
         """Delete the checkpoints that nothing needs any more; returns the pod ids pruned."""

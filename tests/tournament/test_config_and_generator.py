@@ -31,13 +31,20 @@ VALIDATION = {"period": ["2015-01-02", "2015-12-31"], "random_start": False, "sc
         ({"algos": {"ppo": -1}}, "finite number >= 0"),
         ({"algos": {}}, "no algorithms"),
         ({"pool": {"min": 4, "max": 2}}, r"pool.min \(4\) is larger than pool.max \(2\)"),
-        ({"pod": {"seconds": 2, "algo": "sac"}}, "pod.algo is set by the tournament"),
+        ({"pod": {"seconds": 2, "algo": "sac"}}, "pod.algo is set by the tournament itself; set algos"),
+        # it overrode selection.episodes while the stop rule kept reading selection.episodes
+        ({"pod": {"seconds": 2, "select_episodes": 0}}, "pod.select_episodes .* set selection.episodes"),
+        ({"seed": -1}, "seed"),  # the generator refused it at the first pod, after the run had been created
         ({"pod": {"eval_every": 100}}, "pod.seconds or pod.steps"),
         ({"seconds": None}, "target, seconds or steps"),
-        ({"hparams": {"td3": {"tau": 0.1}}, "algos": {"sac": 1}}, "hparams.td3: td3 is not in algos"),
+        ({"hparams": {"td3": {"tau": 0.1}}, "algos": {"sac": 1}}, "hparams.td3: td3 is not among the algorithms"),
+        (  # weight 0: its settings are never used (the message said td3 was not in algos, where the user had it)
+            {"hparams": {"td3": {"tau": 0.1}}, "algos": {"sac": 1, "td3": 0}},
+            r"td3 is not among the algorithms with a weight > 0 in algos \['sac'\]; give it a weight or remove",
+        ),
         ({"leaderbord_size": 3}, "leaderbord_size: unknown field"),
         ({"generator": {"ranges": {"td3": {"tau": [0.5, 0.1]}}}}, r"ranges.td3.tau: need finite low < high"),
-        ({"algos": {"sac": 1}, "generator": {"ranges": {"td3": {"tau": [0.1, 0.5]}}}}, "ranges.td3: td3 is not in"),
+        ({"algos": {"sac": 1}, "generator": {"ranges": {"td3": {"tau": [0.1, 0.5]}}}}, "ranges.td3: td3 is not among"),
         (
             {"algos": {"sac": 1}, "generator": {"mutate": {"sac": ["batch_size"]}}},
             r"mutate.sac: 'batch_size' is not a mutable sac hyperparameter \(mutable: actor_lr, critic_lr",
@@ -57,7 +64,7 @@ VALIDATION = {"period": ["2015-01-02", "2015-12-31"], "random_start": False, "sc
             r"choices.td3.noise_type: 'pink' is not an option \(options: gaussian, ou\)",
         ),
         ({"algos": {"sac": 1}, "generator": {"choices": {"sac": {"use_sde": [True]}}}}, "at least two different"),
-        ({"algos": {"sac": 1}, "generator": {"choices": {"td3": {"noise_type": ["ou", "gaussian"]}}}}, "not in algos"),
+        ({"algos": {"sac": 1}, "generator": {"choices": {"td3": {"noise_type": ["ou", "gaussian"]}}}}, "not among the"),
     ],
 )
 def test_bad_configs_are_refused_with_the_field_named(fields, match):

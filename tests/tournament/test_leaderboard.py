@@ -208,6 +208,24 @@ def test_an_orchestrator_killed_while_offering_leaves_the_pod_to_be_collected_ag
     assert [h["outcome"] for h in board.history()] == ["entered", "kept"]
 
 
+@pytest.mark.parametrize("how", ["fail", "lose"])
+def test_an_orchestrator_killed_while_recording_a_failure_leaves_the_pod_as_it_was(db_url, tmp_path, how):
+    """A failed or lost pod's status and its history row were two transactions: killed between them, the pod
+    stayed failed (final, never collected again) or preempted with no history row."""
+    board = _board(db_url)
+    updater = Updater(board, size=3)
+    pod = _pod(board, PodDir(tmp_path / "p0001").root)
+
+    def killed(**kwargs):
+        raise KeyboardInterrupt  # the orchestrator dies between the status and the history row
+
+    record, board.record = board.record, killed
+    with pytest.raises(KeyboardInterrupt):
+        updater.fail(pod, "boom", 1.0) if how == "fail" else updater.lose(pod, "node died", 1.0)
+    board.record = record
+    assert board.pod(pod.id).status == "running" and board.history() == []
+
+
 def _stored_report(board: Leaderboard) -> list[dict]:
     """The full reports the history stores (``history()`` leaves them out), oldest first."""
     with board.engine.connect() as conn:

@@ -108,6 +108,45 @@ def test_a_step_budget_is_not_overrun_by_rounds_started_on_every_free_slot(tmp_p
     assert sorted(int(p.spec["steps"]) for p in pods) == [976, 1024] and report.total_steps <= 2048
 
 
+def test_a_step_budget_with_rounds_bound_by_time_still_fills_the_pool(tmp_path):
+    """With a step budget and pods bound by seconds, the first new pod's round was capped at every step left,
+    which counted as committed: the other slots never started, so a pool of four ran one pod at a time."""
+    from podium.tournament import load_tournament_config
+    from podium.tournament.backends import Backend
+
+    class Hold(Backend):  # takes pods and never ends them; the third poll is a Ctrl-C
+        name, new_processes = "hold", False
+
+        def __init__(self) -> None:
+            self.jobs: list = []
+            self.polls = 0
+
+        def resources(self) -> Resources:
+            return Resources(cpus=4)
+
+        def submit(self, job) -> str:
+            self.jobs.append(job)
+            return f"hold:{job.pod_id}"
+
+        def poll(self, timeout=None) -> list:
+            self.polls += 1
+            if self.polls == 3:
+                raise KeyboardInterrupt
+            return []
+
+        def cancel(self, pod_id: str) -> None:
+            pass
+
+    pod = {k: v for k, v in POD.items() if k not in ("steps", "eval_every")}
+    config = load_tournament_config(None, **_config(steps=1_000_001, pool={"max": 4}, pod={**pod, "seconds": 5}))
+    backend = Hold()
+    orch = Orchestrator.start(config, run_dir=tmp_path / "run", backend=backend, progress=False)
+    orch.run()
+    assert len(backend.jobs) == 4
+    steps = sorted(int(p.spec["steps"]) for p in open_leaderboard(tmp_path / "run").pods())
+    assert steps == [250_000, 250_000, 250_000, 250_001]
+
+
 def test_min_and_max_clamp_the_pool(tmp_path):
     from podium.tournament import load_tournament_config
 
