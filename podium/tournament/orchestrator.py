@@ -702,6 +702,12 @@ class Orchestrator:
             if _in_use(Path(pod.run_dir)):  # alive, but not this backend's to adopt (another backend or host)
                 self.view.event(f"{pod.id} {pod.algo} still runs out of this orchestrator's reach: waiting for it")
                 self._wait_unlocked(pod)
+            run_dir = Path(pod.run_dir)
+            if pod.status == PodStatus.QUEUED and (read_report(run_dir) or read_error(run_dir)) is not None:
+                # it ran to its end after its orchestrator died before recording that it had started: collected
+                # as it ended (marked preempted, it would have been run again or its result lost)
+                self.board.update_pod(pod.id, status=PodStatus.RUNNING, attempts=pod.attempts + 1)
+                pod = self.board.pod(pod.id)
             if not self._collect_ended(pod):
                 self.board.update_pod(pod.id, status=PodStatus.PREEMPTED, handle=None, steps=_curve_steps(pod))
         for pod in self.board.pods(PodStatus.PREEMPTED, PodStatus.FAILED):

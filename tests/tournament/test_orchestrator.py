@@ -147,6 +147,46 @@ def test_a_step_budget_with_rounds_bound_by_time_still_fills_the_pool(tmp_path):
     assert steps == [250_000, 250_000, 250_000, 250_001]
 
 
+def test_a_pod_that_ended_while_still_recorded_as_queued_is_collected_on_resume(tmp_path, monkeypatch):
+    """An orchestrator that died after starting a pod and before recording it as running left it queued; when
+    the pod then ran to its end, resume ignored its report (only running pods were collected), marked it
+    preempted and ran it again, or lost its result when the budget was spent."""
+    from podium.tournament import load_tournament_config
+    from podium.tournament.backends import run_job
+
+    class Died(BaseException):
+        pass
+
+    class RunsAtOnce(InlineBackend):  # the pod runs to its end as it is submitted
+        def submit(self, job):
+            run_job(job)
+            return f"inline:{job.pod_id}"
+
+    record = Leaderboard.update_pod
+
+    def dies_when_marked_running(self, pod_id, **fields):
+        if fields.get("status") == "running":
+            raise Died
+        return record(self, pod_id, **fields)
+
+    config = load_tournament_config(None, **_config(steps=2048, pool={"max": 1}))
+    orch = Orchestrator.start(config, run_dir=tmp_path / "run", backend=RunsAtOnce(), progress=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(Leaderboard, "update_pod", dies_when_marked_running)
+        with pytest.raises(Died):
+            orch.run()
+    board = open_leaderboard(tmp_path / "run")
+    (pod,) = board.pods()
+    assert pod.status == "queued" and (Path(pod.run_dir) / "report.json").exists()
+    board.close()
+    report = resume_tournament(tmp_path / "run", progress=False)
+    board = open_leaderboard(tmp_path / "run")
+    assert [(p.id, p.status, p.attempts) for p in board.pods()] == [(pod.id, "finished", 1)]  # not run again
+    assert report.stop_reason == "steps" and [e.pod_id for e in report.entries] == [pod.id]
+    assert [h["outcome"] for h in board.history()] == ["entered"]
+    board.close()
+
+
 def test_min_and_max_clamp_the_pool(tmp_path):
     from podium.tournament import load_tournament_config
 
