@@ -37,6 +37,15 @@ def test_an_unsupported_action_space_names_the_algorithms_that_can_handle_it():
     assert info.value.args[0].endswith("algorithms that can: ddpg, ppo, sac, td3")
 
 
+@pytest.mark.parametrize("space", [gym.spaces.Box(-1.0, 1.0, (2, 2)), gym.spaces.MultiDiscrete([2, 3])])
+def test_an_action_space_that_is_neither_discrete_nor_a_flat_box_is_refused_at_once(space):
+    """A Box(2, 2) became two outputs and failed at the env's first step with a shape error (one env: a
+    [2, 2] batch of actions went through)."""
+    for algo, config in ((SAC, SACConfig()), (PPO, PPOConfig())):
+        with pytest.raises(ValueError, match=r"needs a Discrete or a flat Box action space, got .*ActionWrapper"):
+            algo(OBS, space, config, 1, CPU)
+
+
 @pytest.mark.parametrize("bound", [(-np.inf, 1.0), (-1.0, np.inf)])
 def test_an_unbounded_box_action_space_is_refused(bound):
     low, high = np.array([-1.0, bound[0]], dtype=np.float32), np.array([1.0, bound[1]], dtype=np.float32)

@@ -78,6 +78,11 @@ class Agent(ABC):
                 "flatten it (gymnasium.wrappers.FlattenObservation) first"
             )
         discrete = isinstance(action_space, gym.spaces.Discrete)
+        if not discrete and not (isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1):
+            raise ValueError(
+                f"{self.name} needs a Discrete or a flat Box action space, got {action_space!r}; for a Box of "
+                "several axes, wrap the env in a gymnasium.ActionWrapper that takes a flat action and reshapes it"
+            )
         if discrete not in self.discrete_actions:
             kind = "Discrete" if discrete else "Box (continuous)"
             fits = [n for n in algo_names() if discrete in get_algo(n).discrete_actions]
