@@ -124,6 +124,26 @@ def test_the_learner_receives_every_sub_env_in_order_with_the_seeds_of_one_proce
     assert not _podium_children()
 
 
+def test_the_warm_up_ends_when_the_pods_sub_envs_together_reach_learning_starts():
+    """learning_starts counts all sub-envs together, but a worker counted only its own: with two workers of
+    three sub-envs and learning_starts 8, its third step was still random (6 of its own steps counted, where the
+    pod had taken 12)."""
+    hp = {"learning_starts": 8, "train_freq": 4, "exploration_noise": 0.0}
+    spec = PodSpec(algo="td3", steps=1000, hparams=hp, **GYM_PENDULUM)
+    agent = _learner(spec, 6)
+    buffer = agent.make_buffer()
+    group = _group(spec, agent, 2, seed=5)
+    try:
+        group.collect(buffer)
+    finally:
+        group.close()
+    obs, actions = buffer.obs[:24].reshape(4, 6, -1), buffer.actions[:24].reshape(4, 6, -1)
+    with torch.no_grad():
+        policy = agent.actor(obs)
+    for t, random in enumerate([True, True, False, False]):  # the pod's count before step t: 0, 6, 12, 18
+        assert torch.allclose(actions[t], policy[t]) != random, t
+
+
 def test_a_workers_exploration_noise_follows_its_own_generator_and_restarts_when_an_episode_is_cut_off():
     """TD3's OU noise in a rollout worker, replayed by hand from the worker's documented seed: the noise of a
     sub-env restarts from 0 when its episode ends, here by Pendulum's 200-step time limit (truncation)."""

@@ -334,12 +334,16 @@ def _serve(
         torch.manual_seed(seed + WORKER_SEED_STRIDE * (rank + 1))
         env, agent = build(rank, num_envs)
         worker = Worker(env, agent, seed=seed + lo)
+        total = rollout["last_obs"].shape[0]  # the pod's sub-envs, all workers together
         while (extra := conn.recv()) is not None:
             agent.load_modules(params)
             agent.load_extra_state(extra)
+            counted = getattr(agent, "env_steps", None)  # off-policy: the pod's env steps (warm-up, epsilon)
             for t in range(steps):
                 if stopping.is_set():
                     break
+                if counted is not None:  # the workers step together: the pod has taken t steps of every sub-env
+                    agent.env_steps = counted + t * total  # type: ignore[attr-defined]
                 step = worker.step()
                 agent.episodes_ended(step.terminated | step.truncated)
                 for k, v in step.tensors().items():
