@@ -8,8 +8,10 @@ Parts (``--part``, comma-separated):
     * ``sac-halfcheetah``  HalfCheetah-v5 >= 1500 with SAC,
     * ``ppo-hopper``       Hopper-v5 >= 1000 with PPO,
   contestants, one after another in this process, per seed: ``sb3`` (rl-baselines3-zoo's hyperparameters for
-  these envs, one env, VecNormalize where rl-zoo normalises; evaluated every ``--eval-every`` steps on 10
-  episodes, its evaluations not counted in its time) and ``podium`` (``podium.train(env, algo, target=...)``
+  these envs, one env, VecNormalize where rl-zoo normalises, on each torch thread count of ``--threads``;
+  screened on 10 episodes after every policy update, PPO's rollout of 512 steps, and every 1,000 steps for
+  SAC, which updates every step; its screens and confirmations not counted in its time; the ratios use SB3's
+  better setting for each column, as vs_sb3's) and ``podium`` (``podium.train(env, algo, target=...)``
   with its defaults — for these ids gymnasium's env through ``GymVecEnv`` (in-process, ``vectorization:
   sync``) and podium's presets, which are rl-zoo's values — everything counted). Hours on 2 cores.
 * ``throughput`` — env steps/s (all sub-envs together, random actions, auto-reset included) of podium's
@@ -52,11 +54,15 @@ from podium.machine import describe
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from vs_sb3 import Run, fresh_score, sb3_confirmed, summarise  # noqa: E402  (the yardstick of benchmarks/vs_sb3.py)
+from vs_sb3 import Run, fresh_score, sb3_bases, sb3_confirmed, summarise  # noqa: E402  (vs_sb3's yardstick)
 
 TASKS = {  # task: (env id, algorithm, threshold)
     "sac-halfcheetah": ("HalfCheetah-v5", "sac", 1500.0),
     "ppo-hopper": ("Hopper-v5", "ppo", 1000.0),
+}
+SB3_SCREEN_EVERY = {  # env steps between two screens of SB3: after every policy update (vs_sb3's protocol)
+    "sac-halfcheetah": 1_000,  # an update every step; a screen (10 episodes of 1,000 steps) every 1,000
+    "ppo-hopper": 512,  # one env x 512 steps per rollout
 }
 GPU_TARGETS = {"Ant-v5": (3000.0, 6000.0), "Humanoid-v5": (5000.0,)}
 EXAMPLES = {"Ant-v5": HERE.parent / "examples" / "ant.yaml", "Humanoid-v5": HERE.parent / "examples" / "humanoid.yaml"}
@@ -124,7 +130,7 @@ def episodes_score(act: Callable[[np.ndarray], np.ndarray], env_id: str, episode
     return total / episodes
 
 
-def run_sb3(task: str, seed: int, cap: float, eval_every: int) -> Run:
+def run_sb3(task: str, seed: int, cap: float, eval_every: int | None = None) -> Run:
     env_id, _, threshold = TASKS[task]
     start = time.perf_counter()
     model, norm, budget = sb3_model(task, seed)
@@ -135,7 +141,8 @@ def run_sb3(task: str, seed: int, cap: float, eval_every: int) -> Run:
     def screen() -> float:
         return episodes_score(act, env_id, 10, seed + 5_000)
 
-    return sb3_confirmed(model, task, seed, env_id, threshold, budget, eval_every, cap, screen, act, start)
+    every = eval_every or SB3_SCREEN_EVERY[task]
+    return sb3_confirmed(model, task, seed, env_id, threshold, budget, every, cap, screen, act, start)
 
 
 def run_podium(task: str, seed: int, cap: float) -> Run:
@@ -165,36 +172,44 @@ def run_podium(task: str, seed: int, cap: float) -> Run:
 def part_cpu(args: argparse.Namespace) -> dict:
     if importlib.util.find_spec("stable_baselines3") is None:
         raise SystemExit('error: this part needs Stable-Baselines3, the "bench" extra: pip install -e ".[bench]"')
-    torch.set_num_threads(args.threads)
     runs: list[Run] = []
     tasks = args.tasks.split(",")
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
         raise SystemExit(f"error: unknown task {unknown[0]!r}; choose from {', '.join(TASKS)}")
+    threads = [int(t) for t in str(args.threads).split(",")]
+    peers = [f"sb3-{t}t" for t in threads]
     for task in tasks:
         for seed in [int(s) for s in args.seeds.split(",")]:
-            for contestant in ("sb3", "podium"):
-                if contestant == "sb3":
-                    torch.set_num_threads(args.threads)  # a pod sets its own thread count; restore SB3's
+            for contestant in (*peers, "podium"):
+                if contestant in peers:
+                    torch.set_num_threads(threads[peers.index(contestant)])  # a pod sets its own thread count
                     run = run_sb3(task, seed, args.cap, args.eval_every)
+                    run.contestant = contestant
                 else:
                     run = run_podium(task, seed, args.cap)
                 runs.append(run)
                 shown = f"{run.seconds:.1f} s, {run.steps} steps" if run.reached else "not reached"
                 fresh = f", fresh {run.fresh_score:.1f}" if run.fresh_score is not None else ""
                 print(f"  {task:<15} seed {seed} {contestant:<7} {shown}{fresh} {run.note}", flush=True)
-    print(f"\n{'task':<15} {'contestant':<8} {'reached':>7} {'median s':>9} {'worst s':>9} {'SB3/x median':>12}")
+    head = f"{'task':<15} {'contestant':<8} {'reached':>7} {'median s':>9} {'worst s':>9}"
+    print(f"\n{head} {'SB3/x median':>12} {'SB3/x worst':>11}")
     summary = []
     for task in tasks:
-        base, _ = summarise([r.seconds for r in runs if r.task == task and r.contestant == "sb3"])
-        for contestant in ("sb3", "podium"):
-            rs = [r for r in runs if r.task == task and r.contestant == contestant]
+        rows = {c: [r for r in runs if r.task == task and r.contestant == c] for c in (*peers, "podium")}
+        base_med, base_worst, by_median, by_worst = sb3_bases({c: rows[c] for c in peers})
+        print(f"{task}: SB3's faster median is {by_median}'s, its better worst seed {by_worst}'s")
+        for contestant, rs in rows.items():
             med, worst = summarise([r.seconds for r in rs])
-            ratio = base / med if base and med else None
+            ratio = base_med / med if base_med and med else None
+            ratio_worst = base_worst / worst if base_worst and worst else None
             reached = f"{sum(r.reached for r in rs)}/{len(rs)}"
-            print(f"{task:<15} {contestant:<8} {reached:>7} {_f(med):>9} {_f(worst):>9} {_f(ratio) + 'x':>12}")
+            print(
+                f"{task:<15} {contestant:<8} {reached:>7} {_f(med):>9} {_f(worst):>9} {_f(ratio) + 'x':>12} "
+                f"{_f(ratio_worst) + 'x':>11}"
+            )
             row = {"task": task, "contestant": contestant, "reached": reached, "median_s": med, "worst_s": worst}
-            summary.append({**row, "sb3_over_median": ratio})
+            summary.append({**row, "sb3_over_median": ratio, "sb3_over_worst": ratio_worst})
     return {"runs": [asdict(r) for r in runs], "summary": summary}
 
 
@@ -379,8 +394,10 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2", help="cpu part: seeds")
     parser.add_argument("--tasks", default=",".join(TASKS), help="cpu part: tasks")
     parser.add_argument("--cap", type=float, default=None, help="wall-clock cap per run (cpu 10800 s, train 3600 s)")
-    parser.add_argument("--eval-every", type=int, default=5_000, help="cpu part: SB3's evaluation interval")
-    parser.add_argument("--threads", type=int, default=2, help="cpu part: torch threads for SB3")
+    parser.add_argument(
+        "--eval-every", type=int, default=None, help="cpu part: SB3's screen interval (default: after every update)"
+    )
+    parser.add_argument("--threads", default="1,2", help="cpu part: torch thread counts to run SB3 with")
     parser.add_argument("--envs", default="Ant-v5,Humanoid-v5", help="GPU parts: envs")
     parser.add_argument("--sizes", default="1024,4096,16384,32768", help="throughput: numbers of sub-envs")
     parser.add_argument("--seconds", type=float, default=5.0, help="throughput: measuring time per cell")

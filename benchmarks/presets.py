@@ -141,7 +141,7 @@ def main() -> None:
         rs = [r for r in rows if r.algo == algo and r.env == env]
         times = sorted(r.seconds if r.reached else float("inf") for r in rs)
         med, worst = statistics.median(times), times[-1]
-        steps = [r.steps for r in rs if r.reached]
+        steps = sorted(r.steps if r.reached else float("inf") for r in rs)  # a miss: never reached, as the times
         target = TARGETS[env][0]
         finals = [r.final_fresh for r in rs if r.final_fresh is not None]
         final_ok = f"{sum(f >= target for f in finals)}/{len(finals)}" if finals else "—"
@@ -150,7 +150,7 @@ def main() -> None:
         def f(v: float) -> str:
             return "—" if v == float("inf") else f"{v:.2f}"
 
-        med_steps = f"{statistics.median(steps):.0f}" if steps else "—"
+        med_steps = "—" if statistics.median(steps) == float("inf") else f"{statistics.median(steps):.0f}"
         reached = f"{sum(r.reached for r in rs)}/{len(rs)}"
         row = f"{algo:<5} {env:<26} {reached:>7} {f(med):>9} {f(worst):>9} {med_steps:>12}"
         print(f"{row} {final_ok:>8} {worst_final:>11}")
