@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import weakref
 from pathlib import Path
 
@@ -259,13 +258,20 @@ class PodDir:
         return self.root / "error.txt"
 
     # ----------------------------------------------------------------- ownership
-    def _run_outputs(self) -> list[Path]:
-        """What a pod's run leaves behind (the protocol files of a tournament pod are not a run)."""
-        return [self.spec, self.checkpoints, self.curve, self.curve_plot, self.metrics, self.tensorboard, self.report]
+    def _run_files(self) -> list[Path]:
+        """The files a pod's run writes here, and the only ones ``--overwrite`` deletes: its spec, checkpoints,
+        snapshots and their ONNX exports, learning curve, metrics, TensorBoard events and report (the protocol
+        files of a tournament pod are not a run)."""
+        checkpoints = [self.last, self.best, *self.snapshot_files()]
+        return [
+            self.spec, *checkpoints, self.replay, *(self.exported(c) for c in checkpoints), self.curve,
+            self.curve_plot, self.metrics, self.report, *sorted(self.tensorboard.glob("events.out.tfevents.*")),
+        ]  # fmt: skip
 
     def holds_run(self) -> bool:
-        """Whether a pod has run (or started to run) here."""
-        return any(p.exists() for p in self._run_outputs())
+        """Whether a pod has run (or started to run) here: its ``spec.yaml`` or a checkpoint of its own (a
+        ``checkpoints/`` or ``tb/`` folder of another tool is not a run)."""
+        return any(p.is_file() for p in (self.spec, self.last, self.best))
 
     def claim(self, overwrite: bool = False) -> bool:
         """Make sure a *new* pod may write here; True when a previous run's outputs must be deleted first
@@ -297,12 +303,13 @@ class PodDir:
         return True
 
     def clear(self) -> None:
-        """Delete a previous run's outputs (other files in the directory are left alone)."""
-        for path in self._run_outputs():
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
+        """Delete a previous run's files; other files, also in ``checkpoints/`` and ``tb/``, are left alone (and
+        so are those folders when they hold any)."""
+        for path in self._run_files():
+            path.unlink(missing_ok=True)
+        for folder in (self.snapshots, self.checkpoints, self.tensorboard):
+            with contextlib.suppress(OSError):  # not empty (or absent): it stays
+                folder.rmdir()
 
     def clear_protocol(self) -> None:
         """Delete the process protocol's result files before a new job runs here."""

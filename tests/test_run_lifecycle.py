@@ -148,11 +148,26 @@ def test_a_used_run_directory_is_refused_with_the_choices_and_overwrite_clears_i
         podium.train("Pendulum-v1", "sac", steps=600, run_dir=run_dir, **FAST)
     assert isinstance(info.value, ValueError)
     assert PodDir(run_dir).snapshot_files() == first_snapshots  # refused before touching anything
-    (run_dir / "notes.txt").write_text("mine")
+    mine = [run_dir / "notes.txt", run_dir / "checkpoints" / "my_model.ckpt", run_dir / "tb" / "events.other"]
+    for path in mine:  # overwrite deleted checkpoints/ and tb/ whole, files of other tools with them
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("mine")
     podium.train("Pendulum-v1", "ppo", steps=1024, run_dir=run_dir, overwrite=True, **FAST)
     assert PodDir(run_dir).snapshot_files() == []  # the first run's snapshots do not mix into the second
+    assert not PodDir(run_dir).replay.exists()  # nor its replay buffer
     assert load_checkpoint(PodDir(run_dir).last)["algo"] == "ppo"
-    assert (run_dir / "notes.txt").read_text() == "mine"  # overwrite deletes runs, not the user's files
+    assert all(path.read_text() == "mine" for path in mine)  # overwrite deletes runs, not the user's files
+
+
+def test_a_folder_of_another_tools_checkpoints_is_not_a_run(tmp_path):
+    """A project folder with checkpoints/ and tb/ of its own was taken for a podium run "without a checkpoint",
+    to be deleted with --overwrite."""
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "my_model.ckpt").write_text("mine")
+    (tmp_path / "tb").mkdir()
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=tmp_path, **FAST)
+    assert (tmp_path / "checkpoints" / "my_model.ckpt").read_text() == "mine"
+    assert PodDir(tmp_path).last.is_file()
 
 
 def test_overwrite_deletes_nothing_when_the_new_run_is_refused(tmp_path):
