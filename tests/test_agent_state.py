@@ -267,3 +267,19 @@ def test_every_preset_is_a_valid_configuration_of_its_algorithm(algo, env):
     config = get_algo(algo).Config(**preset.hparams)  # an unknown or out-of-range value raises here
     assert all(getattr(config, k) == (tuple(v) if isinstance(v, list) else v) for k, v in preset.hparams.items())
     assert preset.num_envs is None or preset.num_envs > 0
+
+
+def test_a_users_num_steps_is_not_overridden_by_the_presets_rollout_size():
+    """Pendulum's PPO preset sets rollout_size (2,048), which wins over num_steps: a user's num_steps=256 was
+    silently trained as 32 steps per sub-env, though a user's hparams always win over a preset."""
+    from podium.config import PodSpec
+    from podium.pod.pod import resolve_config
+
+    config = resolve_config(PodSpec(env="Pendulum-v1", algo="ppo", steps=4096, hparams={"num_steps": 256}))
+    assert config.num_steps == 256 and config.rollout_size is None
+    assert config.learning_rate == presets_module.PRESETS[("ppo", "Pendulum-v1")].hparams["learning_rate"]
+    config = resolve_config(PodSpec(env="Pendulum-v1", algo="ppo", steps=4096, hparams={"rollout_size": 512}))
+    assert config.rollout_size == 512
+    for algo in ("ppo", "sac", "td3", "ddpg", "dqn"):  # a group names fields of its own algorithm
+        fields = get_algo(algo).Config.model_fields
+        assert all(name in fields for group in get_algo(algo).Config.alternatives for name in group)

@@ -37,12 +37,15 @@ class AgentConfig(BaseModel):
     tournament does not hard-code names per algorithm. ``choices`` declares its categorical settings a
     tournament may search (``generator.choices``) and their options; those in ``shape`` change which
     modules the agent saves, so a child keeps its parent's value (only fresh pods draw them).
+    ``alternatives`` are groups of fields that say one thing in two ways (PPO's ``num_steps`` and
+    ``rollout_size``): a user who sets one of a group overrides the preset's other ones too.
     """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True, frozen=False)
     mutable: ClassVar[dict[str, tuple[float, float]]] = {}
     choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
     shape: ClassVar[frozenset[str]] = frozenset()
+    alternatives: ClassVar[tuple[frozenset[str], ...]] = ()
 
 
 class Agent(ABC):

@@ -60,6 +60,7 @@ class PPOConfig(AgentConfig):
     }
     choices: ClassVar[dict[str, tuple[Any, ...]]] = {"use_sde": (False, True)}
     shape: ClassVar[frozenset[str]] = frozenset({"use_sde"})  # gSDE's sigma replaces log_std
+    alternatives: ClassVar[tuple[frozenset[str], ...]] = (frozenset({"num_steps", "rollout_size"}),)
 
     num_steps: int = Field(default=32, gt=0)
     """Env steps per sub-env per rollout (the rollout holds ``num_steps * num_envs`` transitions)."""

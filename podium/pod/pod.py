@@ -201,13 +201,19 @@ class PodReport:
 # ----------------------------------------------------------------- hyperparameters
 def resolve_config(spec: PodSpec) -> AgentConfig:
     """The complete hyperparameters ``spec`` trains with: the algorithm's defaults, then the preset for
-    its env (if ``spec.preset``), then ``spec.hparams``.
+    its env (if ``spec.preset``), then ``spec.hparams``; a field of ``spec.hparams`` also overrides the
+    preset's alternatives to it (``AgentConfig.alternatives``: ``num_steps`` the preset's ``rollout_size``).
 
     Raises:
         ConfigError: a hyperparameter is unknown or invalid (the message names it).
     """
     cls = get_algo(spec.algo)
-    hparams = {**(preset_for(spec.algo, spec.env).hparams if spec.preset else {}), **spec.hparams}
+    preset = dict(preset_for(spec.algo, spec.env).hparams) if spec.preset else {}
+    for group in cls.Config.alternatives:
+        if group & spec.hparams.keys():
+            for name in group - spec.hparams.keys():
+                preset.pop(name, None)
+    hparams = {**preset, **spec.hparams}
     try:
         return cls.Config(**hparams)
     except ValidationError as exc:
