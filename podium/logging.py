@@ -23,13 +23,19 @@ class ScalarLogger:
     """Writes scalars to TensorBoard (``tb/``) and to ``metrics.csv`` with conventional names
     (``charts/episodic_return``, ``charts/SPS``, ``loss/policy`` ...)."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: Path, tensorboard: bool = True, resume_at: int | None = None) -> None:
+        """``resume_at``: the env steps of the checkpoint a resumed run goes on from; what an earlier leg logged
+        after it (it was killed before its next checkpoint) is dropped, from ``metrics.csv`` and TensorBoard,
+        so each step is logged once."""
         self.path = PodDir(run_dir).metrics
         self._writer = None
+        if resume_at is not None and self.path.exists():
+            _keep_until(self.path, resume_at)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(str(PodDir(run_dir).tensorboard))
+            purge = None if resume_at is None else resume_at + 1  # TensorBoard hides its events from that step on
+            self._writer = SummaryWriter(str(PodDir(run_dir).tensorboard), purge_step=purge)
         self._file = self.path.open("a", newline="")
         self._csv = csv.writer(self._file)
         if self.path.stat().st_size == 0:
@@ -48,6 +54,24 @@ class ScalarLogger:
         if self._writer is not None:
             self._writer.close()
         self._file.close()
+
+
+def _keep_until(path: Path, step: int) -> None:
+    """Rewrite ``metrics.csv`` with its rows up to ``step`` (and without a last line cut short by a crash)."""
+    text = path.read_text()
+    lines = text[: text.rfind("\n") + 1].splitlines(keepends=True)
+    kept = lines[:1] + [line for line in lines[1:] if _step_of(line) is not None and _step_of(line) <= step]
+    if len(kept) != len(lines) or not text.endswith("\n"):
+        tmp = path.with_suffix(".csv.tmp")
+        tmp.write_text("".join(kept))
+        tmp.replace(path)
+
+
+def _step_of(line: str) -> int | None:
+    try:
+        return int(line.split(",", 1)[0])
+    except ValueError:
+        return None
 
 
 def read_curve(path: Path) -> list[dict[str, Any]]:

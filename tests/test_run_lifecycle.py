@@ -292,6 +292,29 @@ def test_resume_keeps_a_best_snapshot_scored_after_the_last_checkpoint(tmp_path)
     assert load_checkpoint(best)["counters"]["best_mean"] == 1e6
 
 
+def test_a_resumed_run_logs_each_step_once(tmp_path):
+    """A run killed after its last checkpoint had logged steps past it; resumed from the checkpoint it logged
+    them again, so metrics.csv (and TensorBoard) went 21504, 22528, 15360, ..."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run_dir = tmp_path / "run"
+    fields = {**FAST, "tensorboard": True}
+    podium.train("Pendulum-v1", "ppo", steps=2048, run_dir=run_dir, **fields)
+    with (run_dir / "metrics.csv").open("a") as f:  # what a killed leg logged after the checkpoint
+        f.write("50000,charts/SPS,1\n60000,charts/SPS,1\n70000,charts/SP")
+    from torch.utils.tensorboard import SummaryWriter
+
+    with SummaryWriter(str(run_dir / "tb")) as writer:
+        writer.add_scalar("charts/SPS", 1.0, 50_000)
+    report = podium.train(resume=run_dir, steps=6144)
+    steps = _metric_steps(run_dir)
+    assert steps == sorted(set(steps)) and steps[-1] == report.steps == 6144
+    events = EventAccumulator(str(run_dir / "tb"))
+    events.Reload()
+    logged = [e.step for e in events.Scalars("charts/SPS")]
+    assert 50_000 not in logged and logged[-1] == 6144
+
+
 def test_a_resumed_run_continues_its_schedules_and_draws_new_random_numbers(tmp_path):
     """Resumed with a larger budget, DQN's epsilon jumped back up (0.05 -> 0.62 here): its decay was laid out
     anew over the new budget. And every resumed leg re-seeded the agent's random stream (exploration noise,

@@ -587,7 +587,7 @@ class Pod:
         """Score the policy of ``last.pt`` as a run's end does (the evaluator inline: nothing else runs)."""
         spec, last = self.spec, None
         service = self._evaluator_service(mode="inline")
-        logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
+        logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard, resume_at=self.steps)
         try:
             self._submit(service)
             for scored in self._wait(service):
@@ -677,7 +677,7 @@ class Pod:
             fusion = group.join() if group else None  # its threads start after every fork of learner 0
             every = spec.eval_every or (1 if service.mode == "process" else DEFAULT_EVAL_EVERY)
             self._next_eval = self._next_eval or every
-            logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard)
+            logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard, resume_at=self.steps)
             learner = Learner(agent, fusion, spec.fuse_every)
             buffer = agent.make_buffer()
             if self._replay is not None:
