@@ -101,11 +101,12 @@ def train(
         )
     if resume is not None:
         budget = {k: fields.pop(k, None) for k in ("steps", "seconds", "target")}
-        unused = sorted(k for k, v in {**fields, "env": env, "algo": algo, "config": config}.items() if v is not None)
+        given = {**fields, "env": env, "algo": algo, "config": config, "run_dir": run_dir}
+        unused = sorted(k for k, v in given.items() if v is not None)
         if unused:
             raise ConfigError(
-                f"resume continues a run as it was configured; only steps, seconds and target can change "
-                f"(got {', '.join(unused)})"
+                f"resume continues a run as it was configured, in its own directory; only steps, seconds and "
+                f"target can change (got {', '.join(unused)})"
             )
         return Pod.resume(resume, progress=progress, **budget).run()
     spec = make_spec(config, env=env, algo=algo, **fields)

@@ -79,9 +79,9 @@ class PodSpec(BaseModel):
     """Random seed (env, networks, exploration); 0 or more, as gymnasium's seeds."""
     steps: int | None = Field(default=None, gt=0)
     """Budget in env steps (all sub-envs together). At least one of steps/seconds/target must be set."""
-    seconds: float | None = Field(default=None, gt=0)
+    seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Budget in wall-clock seconds."""
-    target: float | None = None
+    target: float | None = Field(default=None, allow_inf_nan=False)
     """Stop as soon as a snapshot's evaluation mean reaches this score and its confirmation on fresh episodes
     (``confirm_episodes``, ``confirm_margin``) does too."""
     eval_episodes: int = Field(default=32, gt=0)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import weakref
 from pathlib import Path
 
@@ -101,7 +102,10 @@ class DirLock:
         """
         if self._fd is not None or fcntl is None:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # the path, or a folder above it, is a file
+            raise RunDirError(f"{self.root} cannot be a run directory: it or a folder above it is a file") from None
         path = self.root / self.FILE
         for _ in range(3):  # again when the file was replaced between our open and our lock (see below)
             self._made_file = not path.exists()
@@ -296,8 +300,8 @@ class PodDir:
             )
         if not overwrite:
             raise RunDirError(
-                f"{self.root} already holds a run. Continue it with '--resume {self.root}' "
-                "(Python: podium.train(resume=...)), choose another --run-dir, or pass --overwrite "
+                f"{self.root} already holds a run. Continue it (podium train --resume {shlex.quote(str(self.root))}; "
+                "Python: podium.train(resume=...)), choose another --run-dir, or pass --overwrite "
                 "(Python: overwrite=True) to delete that run first"
             )
         return True

@@ -8,6 +8,7 @@ target: a process killed mid-write leaves the previous checkpoint intact.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -52,8 +53,23 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
 _PARTIAL = ".tmp"
 
 
+def _umask() -> int:
+    """This process's umask, read without changing it where Linux tells it (threads may be creating files)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _mkstemp(path: Path) -> tuple[int, str]:
-    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=_PARTIAL, dir=path.parent)
+    """A temporary file beside ``path``, with the permissions ``open`` would give it (``mkstemp`` makes it
+    0600, so checkpoints could not be read by a colleague or a serving container of another user)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_PARTIAL, dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
+    return fd, tmp
 
 
 def partial_file(path: str | Path) -> Path:
@@ -89,6 +105,8 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"checkpoint {path} is corrupt or not a podium checkpoint ({type(exc).__name__}: {exc}). "
             "If a run was killed while writing, use the other checkpoint in the same folder (best.pt / last.pt)."
         ) from exc
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"{path} is not a podium checkpoint (it holds a {type(payload).__name__})")
+    if payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a podium checkpoint (format {payload.get('format')!r})")
     return payload

@@ -24,7 +24,7 @@ from podium.cli import app
 from podium.config import ConfigError, PodSpec
 from podium.pod import Pod, PodInterrupted
 from podium.rundir import PodDir, RunDirError
-from podium.store import load_checkpoint, save_checkpoint
+from podium.store import CheckpointError, load_checkpoint, save_checkpoint
 from podium.tournament import tournament
 
 FAST = {"tensorboard": False, "eval_episodes": 8}
@@ -407,7 +407,55 @@ def test_a_run_that_never_saved_a_checkpoint_is_not_offered_for_resume(tmp_path)
     PodDir(run_dir).spec.write_text("env: Pendulum-v1\n")  # a run that failed before its first checkpoint
     with pytest.raises(RunDirError, match=r"without a checkpoint .*, so there is nothing to resume"):
         podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, **FAST)
+    with pytest.raises(CheckpointError, match=r"stopped before its first checkpoint.*again with --overwrite"):
+        podium.train(resume=run_dir, steps=1024)  # it said only that last.pt did not exist
     podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, overwrite=True, **FAST)
+
+
+def test_resume_refuses_a_run_directory_and_bad_budgets_in_one_line(tmp_path):
+    """resume with run_dir (--run-dir) trained in the old directory and said nothing; a bad budget came out as
+    pydantic's page-long ValidationError instead of the one line a new run gets."""
+    run_dir = tmp_path / "run"
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, **FAST)
+    with pytest.raises(ConfigError, match=r"only steps, seconds and target can change \(got run_dir\)"):
+        podium.train(resume=run_dir, run_dir=tmp_path / "other", steps=1024)
+    with pytest.raises(ConfigError, match=r"^resume: steps: Input should be greater than 0 \(got -5\)$"):
+        podium.train(resume=run_dir, steps=-5)
+    with pytest.raises(ConfigError, match="seconds: Input should be a finite number"):
+        podium.train(resume=run_dir, seconds=float("inf"))  # no budget at all, past the 'forever' check
+    assert not (tmp_path / "other").exists()
+
+
+def test_bad_run_directories_and_files_are_named_not_tracebacks(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    for bad in (tmp_path / "afile", tmp_path / "afile" / "sub"):
+        with pytest.raises(RunDirError, match="cannot be a run directory: it or a folder above it is a file"):
+            podium.train("Pendulum-v1", "ppo", steps=512, run_dir=bad, **FAST)
+    torch.save([1, 2, 3], tmp_path / "list.pt")
+    with pytest.raises(CheckpointError, match=r"list\.pt is not a podium checkpoint \(it holds a list\)"):
+        load_checkpoint(tmp_path / "list.pt")  # AttributeError: 'list' object has no attribute 'get'
+    spaced = tmp_path / "my runs" / "cart pole"
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=spaced, **FAST)
+    with pytest.raises(RunDirError, match=r"podium train --resume '[^']*/my runs/cart pole';"):
+        podium.train("Pendulum-v1", "ppo", steps=512, run_dir=spaced, **FAST)  # a command to paste
+
+
+def test_anneal_lr_without_a_step_budget_is_refused(tmp_path):
+    """anneal_lr decays over the step budget; with seconds alone it silently did nothing."""
+    with pytest.raises(ConfigError, match="anneal_lr decays the learning rate to 0 over the step budget"):
+        podium.train("Pendulum-v1", "ppo", seconds=3, run_dir=tmp_path / "run", hparams={"anneal_lr": True}, **FAST)
+
+
+def test_checkpoints_are_as_readable_as_the_other_files_of_a_run(tmp_path):
+    """mkstemp makes its file 0600: best.pt and last.pt were unreadable to a colleague or a serving container
+    of another user, while curve.csv beside them was not."""
+    old = os.umask(0o022)
+    try:
+        podium.train("Pendulum-v1", "ppo", steps=512, run_dir=tmp_path / "run", **FAST)
+    finally:
+        os.umask(old)
+    run = PodDir(tmp_path / "run")
+    assert {oct(p.stat().st_mode & 0o777) for p in (run.last, run.best, run.curve)} == {"0o644"}
 
 
 def test_a_refused_new_run_leaves_no_empty_directory_behind(tmp_path):

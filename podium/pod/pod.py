@@ -25,6 +25,7 @@ import functools
 import math
 import multiprocessing
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -133,7 +134,8 @@ class PodInterrupted(KeyboardInterrupt):
         name = signal.Signals(signal_number).name
         super().__init__(
             f"{name}: training stopped after {steps:,} env steps; the checkpoint is {PodDir(run_dir).last}. "
-            f"Continue with: podium train --resume {run_dir} (Python: podium.train(resume={str(run_dir)!r}))"
+            f"Continue with: podium train --resume {shlex.quote(str(run_dir))} "
+            f"(Python: podium.train(resume={str(run_dir)!r}))"
         )
 
     @property
@@ -399,6 +401,11 @@ class Pod:
         elif spec.device == "cpu":
             torch.set_num_threads(1)
         torch.manual_seed(spec.seed)
+        if getattr(config, "anneal_lr", False) and spec.steps is None:
+            raise ConfigError(
+                "hparams.anneal_lr decays the learning rate to 0 over the step budget, and this run has none: "
+                "give it steps (the total, also when resuming), or turn anneal_lr off"
+            )
         if spec.workers and num_envs % spec.workers:
             raise ConfigError(
                 f"{num_envs} sub-envs (num_envs, from the preset if unset) cannot be split evenly over "
@@ -445,6 +452,7 @@ class Pod:
 
         Raises:
             CheckpointError: no usable ``last.pt`` in ``run_dir``.
+            ConfigError: a bad budget (the message names it).
         """
         pod = cls.__new__(cls)
         pod.dir = PodDir(run_dir)
@@ -453,12 +461,20 @@ class Pod:
 
     def _resume(self, progress: bool | None, overrides: dict[str, Any]) -> Pod:
         pod, pod_dir = self, self.dir
+        if not pod_dir.last.is_file() and pod_dir.holds_run():
+            raise CheckpointError(
+                f"{pod_dir.root} holds a run that stopped before its first checkpoint: there is nothing to resume; "
+                f"start it again with --overwrite (Python: overwrite=True)"
+            )
         payload = load_checkpoint(pod_dir.last)
         for directory in (pod_dir.checkpoints, pod_dir.snapshots):  # what a killed run was writing when it died
             remove_partial_writes(directory)
         old = PodSpec(**payload["spec"])
         changes = {k: v for k, v in overrides.items() if v is not None}
-        spec = PodSpec(**{**payload["spec"], **changes})
+        try:
+            spec = PodSpec(**{**payload["spec"], **changes})
+        except ValidationError as exc:
+            raise ConfigError(validation_message(exc, "resume")) from None
         config = payload.get("agent_config")  # absent in checkpoints written before podium stored it
         if config is None:
             config = resolve_config(spec)
