@@ -349,6 +349,17 @@ class TournamentDir:
     def pod(self, pod_id: str) -> PodDir:
         return PodDir(self.pods / pod_id)
 
+    def local(self, recorded: str | Path, pod_id: str) -> Path:
+        """A path the leaderboard recorded for pod ``pod_id`` (its run directory, a checkpoint in it), in
+        *this* tournament directory: the database holds absolute paths, and the directory may have been moved
+        or copied since (out of a cluster, to another machine). A path outside a ``pods/POD_ID`` folder stays
+        as recorded."""
+        parts = Path(recorded).parts
+        for i in range(len(parts) - 1, 0, -1):
+            if parts[i] == pod_id and parts[i - 1] == self.pods.name:
+                return self.pod(pod_id).root.joinpath(*parts[i + 1 :])
+        return Path(recorded)
+
     def pod_dirs(self) -> list[PodDir]:
         """Every pod directory, in pod order."""
         return [PodDir(p) for p in sorted(self.pods.glob("*")) if p.is_dir()]

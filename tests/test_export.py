@@ -228,6 +228,33 @@ def test_a_tournament_exports_its_champion_or_its_top_k(tournament_dir: Path) ->
     assert result.exit_code == 0 and str(tournament_dir / "top2.onnx") in result.output
 
 
+def test_a_moved_or_copied_tournament_deploys_its_own_checkpoints(tournament_dir: Path, tmp_path: Path) -> None:
+    """The leaderboard records absolute paths: a copy of a tournament exported the original's checkpoints
+    (retrained since, perhaps), and failed once the original was gone; its dashboard showed empty curves."""
+    import shutil
+
+    from podium.deploy.dashboard.state import TournamentWatch
+    from podium.deploy.source import load_policy
+    from podium.tournament import leaderboard
+
+    copy = tmp_path / "copied"
+    shutil.copytree(tournament_dir, copy)
+    entries = leaderboard(copy)
+    assert all(Path(e.checkpoint).is_relative_to(copy) and Path(e.checkpoint).is_file() for e in entries)
+    assert [e.pod_id for e in entries] == [e.pod_id for e in leaderboard(tournament_dir)]
+    policy = load_policy(copy)
+    assert Path(policy.path).is_relative_to(copy)
+    moved = tmp_path / "moved"
+    shutil.move(copy, moved)  # and the original? it stays: the copy must not read it
+    curve = moved / "pods" / entries[0].pod_id / "curve.csv"
+    curve.write_text(curve.read_text() + "999999,1.0,-999.0,0.0,4,-999.0,,1.0\n")
+    watch = TournamentWatch(moved)
+    try:  # read from moved/pods/..., not from where the tournament ran
+        assert watch.curve(entries[0].pod_id)["rows"][-1]["eval_mean"] == -999.0
+    finally:
+        watch.close()
+
+
 def test_top_k_needs_a_tournament_and_an_ensemble_needs_a_file(
     runs: dict[tuple[str, str], Path], tournament_dir: Path, tmp_path: Path
 ) -> None:

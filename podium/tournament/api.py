@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+from podium.rundir import TournamentDir
 from podium.tournament.backends import Backend
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.leaderboard import Entry
@@ -83,9 +85,12 @@ def resume_tournament(
 
 
 def leaderboard(run_dir: str | Path) -> list[Entry]:
-    """The leaderboard of the tournament in ``run_dir``, best first (``podium leaderboard RUN_DIR``)."""
+    """The leaderboard of the tournament in ``run_dir``, best first (``podium leaderboard RUN_DIR``); each
+    entry's checkpoint is the one in ``run_dir``, also when the tournament was moved or copied since it ran."""
     board = open_leaderboard(run_dir)
     try:
-        return board.entries()
+        entries = board.entries()
     finally:
         board.close()
+    layout = TournamentDir(run_dir)
+    return [dataclasses.replace(e, checkpoint=str(layout.local(e.checkpoint, e.pod_id))) for e in entries]

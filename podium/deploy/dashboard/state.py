@@ -85,15 +85,16 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _curve_rows(pod: PodRecord) -> list[dict[str, Any]]:
-    """A pod's learning curve (``curve.csv``), oldest first; [] before its first evaluation. A row cut short
-    by a pod writing it right now is left out."""
-    return read_curve(PodDir(pod.run_dir).curve)
+def _curve_rows(pod: PodRecord, layout: TournamentDir) -> list[dict[str, Any]]:
+    """A pod's learning curve (``curve.csv``, in the tournament directory ``layout`` even if the tournament was
+    moved since it ran), oldest first; [] before its first evaluation. A row cut short by a pod writing it
+    right now is left out."""
+    return read_curve(PodDir(layout.local(pod.run_dir, pod.id)).curve)
 
 
-def _last_eval(pod: PodRecord) -> dict[str, Any] | None:
+def _last_eval(pod: PodRecord, layout: TournamentDir) -> dict[str, Any] | None:
     try:
-        rows = _curve_rows(pod)
+        rows = _curve_rows(pod, layout)
     except (OSError, UnicodeDecodeError, csv.Error):  # one unreadable file shows as no evaluation, not a broken page
         return None
     if not rows:
@@ -228,7 +229,7 @@ class TournamentWatch:
         for p in pods:
             if p.status not in ACTIVE:
                 continue
-            latest = _last_eval(p)
+            latest = _last_eval(p, self.layout)
             if p.status == PodStatus.RUNNING and latest is not None:
                 running_steps += int(latest["step"] or 0)
             pool.append(
@@ -322,7 +323,7 @@ class TournamentWatch:
         if board is None or not re.fullmatch(POD_ID, pod_id):
             raise KeyError(f"no pod {pod_id!r} in this tournament")
         pod = board.pod(pod_id)
-        rows = _thin(_curve_rows(pod), CURVE_POINTS)
+        rows = _thin(_curve_rows(pod, self.layout), CURVE_POINTS)
         body: dict[str, Any] = {
             "pod_id": pod.id,
             "algo": pod.algo,
@@ -350,7 +351,7 @@ class TournamentWatch:
             for p in reversed(chain):
                 if p.total_steps is not None and p.steps is not None:
                     offset = p.total_steps - p.steps  # its own ancestors' steps, also those beyond the limit
-                points = _thin(_curve_rows(p), max(10, CURVE_POINTS // (len(chain) + 1)))
+                points = _thin(_curve_rows(p, self.layout), max(10, CURVE_POINTS // (len(chain) + 1)))
                 ancestors.append(
                     {
                         "pod_id": p.id,
