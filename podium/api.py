@@ -158,11 +158,14 @@ class Policy:
                     f"{list(raw.shape)}"
                 )
             single = raw.ndim == 0
+            flat = raw.reshape(-1)
             try:
-                x = self._encode(raw.reshape(-1).astype(np.int64)).to(self.agent.device)
-            except RuntimeError as exc:  # one_hot: a value outside the space
+                if raw.dtype.kind == "f" and not (np.abs(flat) < 2**53).all():  # 1e30 has no int64 to cast to
+                    raise ValueError("beyond any integer")
+                x = self._encode(flat.astype(np.int64)).to(self.agent.device)
+            except (ValueError, RuntimeError) as exc:  # the encoding checks the space's range
                 raise ValueError(f"Policy.act: {env}'s observations lie in a Discrete space of {dim} values, "
-                                 f"got {raw.reshape(-1).tolist()[:8]}") from exc  # fmt: skip
+                                 f"got {flat.tolist()[:8]}") from exc  # fmt: skip
         else:
             x = torch.as_tensor(np.asarray(obs, dtype=np.float32) if is_numpy else obs, device=self.agent.device)
             if x.dim() not in (1, 2) or x.shape[-1] != dim:
@@ -218,6 +221,13 @@ class Ensemble:
                     f"ensemble members must act on the same env: {other.path} was trained on {other.spec.env!r}, "
                     f"{first.path} on {first.spec.env!r}"
                 )
+            for what in ("observation_space", "action_space"):  # the same id with other env_kwargs may differ
+                theirs, ours = getattr(other.agent, what), getattr(first.agent, what)
+                if theirs != ours:
+                    raise ValueError(
+                        f"ensemble members must act on the same env: {other.path} has the {what} {theirs}, "
+                        f"{first.path} {ours} (the same id with other env_kwargs?)"
+                    )
         self.members = members
 
     def act(self, obs: np.ndarray | torch.Tensor | int, deterministic: bool = True) -> Any:

@@ -59,3 +59,12 @@ def test_members_of_different_envs_are_refused(runs):
         podium.load_ensemble([runs / "p0", runs / "c0"])
     with pytest.raises(ValueError, match="at least one policy"):
         podium.load_ensemble([])
+
+
+def test_members_of_one_env_id_with_other_spaces_are_refused(tmp_path):
+    """FrozenLake 4x4 and 8x8 share the id: the ensemble was built, then refused valid observations with a
+    misleading message and failed deep inside the ONNX export."""
+    for name, kwargs in (("small", {}), ("large", {"map_name": "8x8"})):
+        podium.train("FrozenLake-v1", "dqn", steps=256, env_kwargs=kwargs, run_dir=tmp_path / name, **FAST)
+    with pytest.raises(ValueError, match=r"same env: .*observation_space .*\(the same id with other env_kwargs\?\)"):
+        podium.load_ensemble([tmp_path / "small", tmp_path / "large"])

@@ -152,6 +152,7 @@ def test_a_body_too_large_is_refused_before_it_is_read(pendulum: httpx.Client) -
     assert reply.status_code == 413 and "request body" in reply.json()["detail"]
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a server warns nothing per bad request
 def test_discrete_observations_are_states_or_one_hot_batches(tmp_path: Path) -> None:
     report = podium.train("FrozenLake-v1", "dqn", steps=512, seed=0, run_dir=tmp_path / "lake", **FAST)
     policy = podium.load(report.run_dir)
@@ -164,8 +165,9 @@ def test_discrete_observations_are_states_or_one_hot_batches(tmp_path: Path) -> 
         assert client.post("/act", json={"obs": one_hot.tolist()}).json()["action"] == want  # ints, as JSON has
         assert client.post("/act", json={"obs": one_hot[5:6].tolist()}).json()["action"] == want[5:6]
         assert client.post("/act", json={"obs": [0.0] * 17}).status_code == 413
-        reply = client.post("/act", json={"obs": 16})
-        assert reply.status_code == 422 and "Discrete space of 16 values" in reply.json()["detail"]
+        for outside in (16, -1, 1e30):  # 1e30: a RuntimeWarning per request (the cast to int64)
+            reply = client.post("/act", json={"obs": outside})
+            assert reply.status_code == 422 and "Discrete space of 16 values" in reply.json()["detail"]
 
 
 def test_info_and_health(pendulum: httpx.Client) -> None:

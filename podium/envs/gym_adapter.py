@@ -248,8 +248,11 @@ class GymVecEnv(VecEnv):
 
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
         if self._one_hot:
-            idx = torch.as_tensor(np.asarray(obs, dtype=np.int64) - self._obs_start, device=self.device)
-            return torch.nn.functional.one_hot(idx, self.single_observation_space.shape[0]).to(torch.float32)
+            idx = np.asarray(obs, dtype=np.int64) - self._obs_start
+            n = self.single_observation_space.shape[0]
+            if ((idx < 0) | (idx >= n)).any():  # checked here: one_hot does not check on a GPU (a device assert)
+                raise ValueError(f"observations outside the Discrete space of {n} values from {self._obs_start}")
+            return torch.nn.functional.one_hot(torch.as_tensor(idx, device=self.device), n).to(torch.float32)
         return torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
 
     # ----------------------------------------------------------------- gymnasium API
