@@ -25,7 +25,11 @@ default podium's) and TensorBoard off.
 Reported per task and contestant:
   * success: the target was reached and confirmed within the budget (a single pod: its own confirmation
     on fresh episodes, counted from the launch; the tournament: a pod's selection score on fresh episodes
-    reaching it by the same rule, at the moment the orchestrator collected the pod's round);
+    reaching it by the same rule, at the moment the orchestrator collected the pod's round; Ray Tune PBT: a
+    trial's pod confirming it), **and** the policy that did so (the single pod's saved policy, the
+    tournament's champion, the PBT trial's round) also scores at or above the target on the yardstick of
+    benchmarks/vs_sb3.py: 100 episodes of gymnasium's own env with seeds 10,000-10,099, which no contestant
+    trains or evaluates on (``fresh`` in the CSV; scored by this script after the run, outside its time);
   * median time to target counting every failure as never reached (``not reached`` when half or more
     failed), the median over the successful runs only, and the worst run;
   * median best score: a single pod's best routine evaluation (the best of many noisy scores, so it leans
@@ -120,6 +124,7 @@ class Run:
     error: str = ""
     first_round_overhead_s: float | None = None  # tournament: median seconds a slot's first pod spent outside training
     round_overhead_s: float | None = None  # tournament: the same for later pods (their process is reused)
+    fresh: float | None = None  # the yardstick's score of the policy that reached the target (None: none did)
 
 
 # ----------------------------------------------------------------------------- worker (one run per process)
@@ -161,6 +166,7 @@ def _worker(job_file: str, launched: float) -> int:
             "pods_failed": t_report.pods_failed,
             "steps": t_report.total_steps,
             "stop_reason": t_report.stop_reason,
+            "policy": champion.checkpoint if champion and t_report.reached_target else None,
             **_round_overheads(orchestrator.board.pods("finished"), job["cores"]),
         }
     elif job["kind"] == "pbt":
@@ -195,6 +201,7 @@ def _worker(job_file: str, launched: float) -> int:
             "pods_failed": 0,
             "steps": p_report.steps,
             "stop_reason": p_report.stop_reason,
+            "policy": job["run_dir"] if p_report.reached_target else None,  # its saved policy, podium.load's
         }
     out.write_text(json.dumps(result))
     return 0
@@ -266,8 +273,9 @@ def _ray_tune_pbt(job: dict[str, Any], launched: float) -> dict[str, Any]:
                 init_checkpoint=init,
                 **common,
             )
-            started = time.time()
-            report = Pod(spec, run_dir=run_dir).run()
+            pod = Pod(spec, run_dir=run_dir)
+            started = time.time()  # the pod's clock starts with run(): its time to target counts from here
+            report = pod.run()
             steps += report.steps
             reached_at = started + report.time_to_target if report.reached_target else None
             (run_dir / "pbt.json").write_text(json.dumps({"steps": steps}))
@@ -278,6 +286,7 @@ def _ray_tune_pbt(job: dict[str, Any], launched: float) -> dict[str, Any]:
                 "reached": bool(report.reached_target),
                 "reached_at": reached_at or 0.0,
                 "algo_index": algos.index(algo),
+                "run_dir": str(run_dir),
             }
             checkpoint = tune.Checkpoint.from_directory(str(run_dir))
             tune.report(metrics, checkpoint=checkpoint)
@@ -338,6 +347,7 @@ def _ray_tune_pbt(job: dict[str, Any], launched: float) -> dict[str, Any]:
     finally:
         ray.shutdown()
     frames = [r.metrics_dataframe for r in grid if r.metrics_dataframe is not None and len(r.metrics_dataframe)]
+    policy = None
     errors = [r.error for r in grid if r.error]
     if errors and not frames:  # nothing trained: say why rather than report a run that did not reach
         raise RuntimeError(f"every Ray Tune trial failed; the first: {errors[0]}")
@@ -350,7 +360,12 @@ def _ray_tune_pbt(job: dict[str, Any], launched: float) -> dict[str, Any]:
             key=lambda f: min((t for t, ok in zip(f["reached_at"], f["reached"], strict=True) if ok), default=1e300),
         )
         champion = algos[int(winner["algo_index"].iloc[-1])]
+        first = min(
+            (t, d) for t, ok, d in zip(winner["reached_at"], winner["reached"], winner["run_dir"], strict=True) if ok
+        )
+        policy = first[1]  # the round that confirmed the target first
     return {
+        "policy": policy if reached else None,
         "startup": started - launched,
         "podium_reached": bool(reached),
         "podium_ttt": (min(reached) - started) if reached else None,
@@ -413,6 +428,12 @@ def run_one(
     wall = time.time() - launched
     result_file = tmp / "result.json"
     result = json.loads(result_file.read_text()) if result_file.is_file() else None
+    if result is not None and result.get("policy"):  # the yardstick, outside the run's time
+        from vs_sb3 import fresh_score
+
+        import podium
+
+        result["fresh"] = fresh_score(podium.load(result["policy"]).act, job["env"])
     if result is None and not error:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-15:]
         error = f"exit code {proc.returncode}: " + (tail[-1] if tail else "no output")
@@ -673,7 +694,9 @@ def main() -> None:
                 r = result or {}
                 podium_ttt = r.get("podium_ttt")
                 ttt = r["startup"] + podium_ttt if result and podium_ttt is not None else None
-                reached = bool(r.get("podium_reached")) and ttt is not None and ttt <= args.seconds
+                fresh = r.get("fresh")
+                in_time = bool(r.get("podium_reached")) and ttt is not None and ttt <= args.seconds
+                reached = in_time and fresh is not None and fresh >= task.target
                 run = Run(
                     task=name,
                     env=task.env,
@@ -700,6 +723,7 @@ def main() -> None:
                     stop_reason=r.get("stop_reason"),
                     first_round_overhead_s=r.get("first_round_overhead_s"),
                     round_overhead_s=r.get("round_overhead_s"),
+                    fresh=round(fresh, 2) if fresh is not None else None,
                     wall_s=round(wall, 3),
                     error=error,
                 )
@@ -709,7 +733,9 @@ def main() -> None:
                 if error:
                     shown = f"ERROR {error}"
                 elif reached:
-                    shown = f"target in {ttt:.1f} s"
+                    shown = f"target in {ttt:.1f} s, fresh {fresh:.1f}"
+                elif in_time:
+                    shown = f"reached in {ttt:.1f} s but scored {fmt(fresh)} on the fresh episodes: not confirmed"
                 else:
                     late = f" (podium: reached at {ttt:.1f} s, past the budget)" if ttt is not None else ""
                     shown = f"not reached{late}"
