@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from podium.config import ConfigError, PodSpec, load_yaml, validation_message
 from podium.pod import Evaluator, Pod, PodReport, build_agent
-from podium.rundir import PodDir
+from podium.rundir import PodDir, TournamentDir
 from podium.store import CheckpointError, load_checkpoint
 
 __all__ = ["Ensemble", "Policy", "load", "load_ensemble", "make_spec", "train"]
@@ -275,6 +275,11 @@ def _resolve_checkpoint(path: str | Path) -> Path:
     if path.is_dir():
         run = PodDir(path)
         found = run.policy_checkpoint()
+        if found is None and TournamentDir(path).holds_tournament():
+            raise CheckpointError(
+                f"{path} is a tournament's run directory; give one of its pods, {TournamentDir(path).pods}/POD_ID "
+                f"(podium leaderboard {path} lists them, best first)"
+            )
         if found is None:
             raise CheckpointError(
                 f"{path} has no {run.best.relative_to(path)} or {run.last.relative_to(path)}; "

@@ -68,7 +68,7 @@ def envs_command() -> None:
 def throughput_command(
     env_id: Annotated[str, typer.Option("--env", help="environment id")] = "CartPole-v1",
     num_envs: Annotated[int, typer.Option("--num-envs", "-n", help="number of sub-environments")] = 4096,
-    seconds: Annotated[float, typer.Option(help="how long to step, in seconds")] = 3.0,
+    seconds: Annotated[float, typer.Option(help="how long to step, in seconds", min=0.001)] = 3.0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps")] = "cpu",
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:

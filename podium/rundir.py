@@ -102,10 +102,8 @@ class DirLock:
         """
         if self._fd is not None or fcntl is None:
             return
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):  # the path, or a folder above it, is a file
-            raise RunDirError(f"{self.root} cannot be a run directory: it or a folder above it is a file") from None
+        not_a_file(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / self.FILE
         for _ in range(3):  # again when the file was replaced between our open and our lock (see below)
             self._made_file = not path.exists()
@@ -155,6 +153,19 @@ class DirLock:
 
     def __del__(self) -> None:
         self.release()
+
+
+def not_a_file(path: Path) -> None:
+    """Refuse a run directory that is, or lies under, an existing file (before anything is built for it).
+
+    Raises:
+        RunDirError: naming the file.
+    """
+    for folder in (path, *path.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise RunDirError(f"{path} cannot be a run directory: {folder} is a file; choose another --run-dir")
+            return
 
 
 class PodDir:
@@ -393,6 +404,7 @@ class TournamentDir:
         Raises:
             RunDirError: the directory holds a tournament or a pod's run.
         """
+        not_a_file(self.root)
         if self.holds_tournament():
             raise RunDirError(
                 f"{self.root} already holds a tournament; continue it with 'podium tournament resume {self.root}' "

@@ -252,3 +252,19 @@ def test_help_shows_no_docstring_markup(command):
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "``" not in result.output and ":class:" not in result.output and ":func:" not in result.output
+
+
+def test_bad_paths_and_numbers_outside_train_get_one_line(tmp_path):
+    """From a review of every command's bad input: a tournament's --run-dir that is a file was a traceback
+    (after the backend and the pod checks had run); podium eval on a tournament's directory asked whether it was
+    a podium run directory; throughput --seconds -1 reported 0 steps/s."""
+    (tmp_path / "afile").write_text("x")
+    tournament = runner.invoke(app, ["demo", "--seconds", "5", "--run-dir", str(tmp_path / "afile")])
+    assert tournament.exit_code == 2 and "afile is a file; choose another --run-dir" in tournament.output
+    assert tournament.exception is None or isinstance(tournament.exception, SystemExit)
+    (tmp_path / "tour").mkdir()
+    (tmp_path / "tour" / "tournament.yaml").write_text("name: t\nconfig: {}\n")
+    evaluated = runner.invoke(app, ["eval", str(tmp_path / "tour")], env={"COLUMNS": "300"})
+    assert evaluated.exit_code == 2 and "is a tournament's run directory; give one of its pods" in evaluated.output
+    stepped = runner.invoke(app, ["throughput", "--seconds", "-1"])
+    assert stepped.exit_code == 2 and "--seconds" in stepped.output

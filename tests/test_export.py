@@ -192,6 +192,18 @@ def test_bad_paths_are_refused(runs: dict[tuple[str, str], Path], tmp_path: Path
         export_onnx(42)  # type: ignore[arg-type]
 
 
+def test_an_opset_the_file_would_not_have_is_refused(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
+    """--opset 999 printed the exporter's traceback and --opset 9 a failed conversion, and both reported
+    success: the file held the exporter's default opset (18), not the one asked for."""
+    run = runs["CartPole-v1", "dqn"]
+    for bad in (0, 999):
+        with pytest.raises(ValueError, match=r"opset: ONNX opsets run from 1 to \d+"):
+            export_onnx(run, tmp_path / "x.onnx", opset=bad)
+    with pytest.raises(ExportError, match=r"opset 9 was asked for, but the exporter could only write opset \d+"):
+        export_onnx(run, tmp_path / "x.onnx", opset=9)
+    assert not (tmp_path / "x.onnx").exists()
+
+
 def test_the_cli_exports_and_names_the_file(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:
     out = tmp_path / "cartpole.onnx"
     result = CliRunner().invoke(app, ["export", str(runs["CartPole-v1", "dqn"]), "--out", str(out)])

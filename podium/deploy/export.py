@@ -176,6 +176,9 @@ def export_onnx(
     else:
         raise TypeError(f"export_onnx takes a Policy, an Ensemble or a path, got {type(policy).__name__}")
     agent = first.agent
+    newest = onnx.defs.onnx_opset_version()
+    if opset is not None and not 1 <= opset <= newest:
+        raise ValueError(f"opset: ONNX opsets run from 1 to {newest} (this onnx), got {opset}")
     out = Path(path) if path is not None else default or PodDir.exported(first.path)
     if out.suffix != ".onnx":
         raise ValueError(f"path: an ONNX model's file name ends in .onnx, got {str(out)!r}")
@@ -204,6 +207,12 @@ def export_onnx(
                 verbose=False,
             )
         model = onnx.load(str(partial))
+        written = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+        if opset is not None and written != opset:  # the exporter falls back to its own when it cannot convert
+            raise ExportError(
+                f"opset {opset} was asked for, but the exporter could only write opset {written} for {first.path}; "
+                f"give --opset {written} or more (or leave it out)"
+            )
         meta = {
             "podium_version": podium.__version__,
             "env": first.spec.env,

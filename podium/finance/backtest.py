@@ -48,7 +48,7 @@ from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import TEST_PERIOD, TRAIN_PERIOD, MarketData, check_split, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance_table
 from podium.logging import figure
-from podium.rundir import PodDir, TournamentDir
+from podium.rundir import PodDir, TournamentDir, not_a_file
 from podium.store import CheckpointError, load_checkpoint
 
 __all__ = [
@@ -438,7 +438,10 @@ def backtest(
             tickers that differ); a period outside the data or with fewer than 3 trading days (the
             message names the dates available); a benchmark without prices on those dates.
         CheckpointError: a path that is no valid checkpoint.
+        RunDirError: ``out_dir`` is, or lies under, a file (checked before the backtest runs).
     """
+    if out_dir is not None:
+        not_a_file(Path(out_dir))
     members = _load_policies(policies, device)
     env_device = members[0].agent.device
     kwargs = _env_kwargs(members[0])

@@ -220,6 +220,15 @@ def test_periods_outside_or_without_data_name_the_dates(policy: Policy) -> None:
         benchmark_prices("SPY", np.array(["2017-11-10", "2017-11-13"], dtype="datetime64[ns]"))
 
 
+def test_an_output_folder_that_is_a_file_is_refused_before_the_backtest_runs(policy: Policy, tmp_path: Path) -> None:
+    """podium backtest --out FILE ran the whole backtest, then failed writing it (a traceback, results lost)."""
+    from podium.rundir import RunDirError
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(RunDirError, match="afile is a file; choose another"):
+        backtest(policy, "2016-01-04", "2016-03-01", out_dir=tmp_path / "afile")
+
+
 def test_non_trading_policy_is_refused(tmp_path: Path) -> None:
     podium.train("CartPole-v1", "ppo", steps=256, num_envs=4, eval_episodes=2, tensorboard=False, run_dir=tmp_path)
     with pytest.raises(ValueError, match="trained on 'CartPole-v1', which is not a stock-trading env"):
