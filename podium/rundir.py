@@ -155,8 +155,9 @@ class DirLock:
         self.release()
 
 
-def not_a_file(path: Path) -> None:
-    """Refuse a run directory that is, or lies under, an existing file (before anything is built for it).
+def not_a_file(path: Path, option: str = "--run-dir") -> None:
+    """Refuse an output directory that is, or lies under, an existing file (before anything is built for it);
+    ``option`` names the setting to change.
 
     Raises:
         RunDirError: naming the file.
@@ -164,7 +165,7 @@ def not_a_file(path: Path) -> None:
     for folder in (path, *path.parents):
         if folder.exists():
             if not folder.is_dir():
-                raise RunDirError(f"{path} cannot be a run directory: {folder} is a file; choose another --run-dir")
+                raise RunDirError(f"{path} cannot be a folder to write in: {folder} is a file; choose another {option}")
             return
 
 

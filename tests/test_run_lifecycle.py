@@ -429,7 +429,7 @@ def test_resume_refuses_a_run_directory_and_bad_budgets_in_one_line(tmp_path):
 def test_bad_run_directories_and_files_are_named_not_tracebacks(tmp_path):
     (tmp_path / "afile").write_text("x")
     for bad in (tmp_path / "afile", tmp_path / "afile" / "sub"):
-        with pytest.raises(RunDirError, match=r"cannot be a run directory: .*afile is a file; choose another"):
+        with pytest.raises(RunDirError, match=r"cannot be a folder to write in: .*afile is a file; choose another"):
             podium.train("Pendulum-v1", "ppo", steps=512, run_dir=bad, **FAST)
     torch.save([1, 2, 3], tmp_path / "list.pt")
     with pytest.raises(CheckpointError, match=r"list\.pt is not a podium checkpoint \(it holds a list\)"):

@@ -441,7 +441,7 @@ def backtest(
         RunDirError: ``out_dir`` is, or lies under, a file (checked before the backtest runs).
     """
     if out_dir is not None:
-        not_a_file(Path(out_dir))
+        not_a_file(Path(out_dir), "out_dir (--out)")
     members = _load_policies(policies, device)
     env_device = members[0].agent.device
     kwargs = _env_kwargs(members[0])

@@ -225,7 +225,7 @@ def test_an_output_folder_that_is_a_file_is_refused_before_the_backtest_runs(pol
     from podium.rundir import RunDirError
 
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(RunDirError, match="afile is a file; choose another"):
+    with pytest.raises(RunDirError, match=r"afile is a file; choose another out_dir \(--out\)"):
         backtest(policy, "2016-01-04", "2016-03-01", out_dir=tmp_path / "afile")
 
 
