@@ -34,6 +34,19 @@ def _group(spec: PodSpec, agent, workers: int, seed: int = 0, start_method: str 
     return WorkerGroup(agent, build, workers, seed=seed, start_method=start_method)
 
 
+def _one_rollout(hparams: dict, num_envs: int, workers: int = 2, seed: int = 5):
+    """A TD3 learner on Pendulum and the buffer of one rollout its ``workers`` collected: ``(agent, buffer)``."""
+    spec = PodSpec(algo="td3", steps=1000, hparams=hparams, **GYM_PENDULUM)
+    agent = _learner(spec, num_envs)
+    buffer = agent.make_buffer()
+    group = _group(spec, agent, workers, seed=seed)
+    try:
+        group.collect(buffer)
+    finally:
+        group.close()
+    return agent, buffer
+
+
 def _descendants(root: int) -> dict[int, int]:
     """Every living process below ``root``: pid -> parent pid (from /proc; zombies excluded)."""
     parents: dict[int, int] = {}
@@ -128,15 +141,7 @@ def test_the_warm_up_ends_when_the_pods_sub_envs_together_reach_learning_starts(
     """learning_starts counts all sub-envs together, but a worker counted only its own: with two workers of
     three sub-envs and learning_starts 8, its third step was still random (6 of its own steps counted, where the
     pod had taken 12)."""
-    hp = {"learning_starts": 8, "train_freq": 4, "exploration_noise": 0.0}
-    spec = PodSpec(algo="td3", steps=1000, hparams=hp, **GYM_PENDULUM)
-    agent = _learner(spec, 6)
-    buffer = agent.make_buffer()
-    group = _group(spec, agent, 2, seed=5)
-    try:
-        group.collect(buffer)
-    finally:
-        group.close()
+    agent, buffer = _one_rollout({"learning_starts": 8, "train_freq": 4, "exploration_noise": 0.0}, num_envs=6)
     obs, actions = buffer.obs[:24].reshape(4, 6, -1), buffer.actions[:24].reshape(4, 6, -1)
     with torch.no_grad():
         policy = agent.actor(obs)
@@ -148,14 +153,7 @@ def test_a_workers_exploration_noise_follows_its_own_generator_and_restarts_when
     """TD3's OU noise in a rollout worker, replayed by hand from the worker's documented seed: the noise of a
     sub-env restarts from 0 when its episode ends, here by Pendulum's 200-step time limit (truncation)."""
     hp = {"learning_starts": 0, "train_freq": 210, "noise_type": "ou", "exploration_noise": 0.5, "ou_dt": 0.05}
-    spec = PodSpec(algo="td3", steps=1000, hparams=hp, **GYM_PENDULUM)
-    agent = _learner(spec, 2)
-    buffer = agent.make_buffer()
-    group = _group(spec, agent, 2, seed=5)
-    try:
-        group.collect(buffer)
-    finally:
-        group.close()
+    agent, buffer = _one_rollout(hp, num_envs=2)
     obs, actions = buffer.obs[:420].reshape(210, 2, -1), buffer.actions[:420].reshape(210, 2, -1)
     scale = 0.5 * math.sqrt(0.05)
     for rank in range(2):
