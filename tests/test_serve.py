@@ -175,6 +175,18 @@ def test_info_and_health(pendulum: httpx.Client) -> None:
     info = pendulum.get("/info").json()
     assert info["env"] == "Pendulum-v1" and info["algo"] == "td3" and info["obs_dim"] == 3
     assert info["checkpoints"] == ["p/best.pt"] and not info["discrete_actions"]
+    assert info["max_batch"] == 100
+
+
+def test_the_default_batch_limit_keeps_a_large_observations_request_to_a_bounded_body() -> None:
+    from podium.deploy.serve import MAX_BATCH, MAX_NUMBERS, batch_limit
+
+    assert batch_limit(3) == MAX_BATCH == 65536  # small observations: the batch limit
+    assert batch_limit(348) == 12052 and batch_limit(348) * 348 <= MAX_NUMBERS  # Humanoid: ~130 MB, not ~730 MB
+    assert batch_limit(10**7) == 1  # one observation always fits
+    assert batch_limit(348, max_batch=65536) == 65536  # a limit given is the limit
+    with pytest.raises(ValueError, match="max_batch must be at least 1, got 0"):
+        batch_limit(3, max_batch=0)
 
 
 def test_discrete_actions_are_ints_and_an_ensemble_is_served(runs: dict[str, Path]) -> None:

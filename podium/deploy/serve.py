@@ -7,8 +7,10 @@ Endpoints (JSON):
   space, one int, a batch of ``[B]`` ints, or one-hot vectors ``[B, n]`` (a single one-hot vector as a batch of
   one: a flat list of ints is a batch of states). ``action`` has the same batch form: a list of floats per
   observation (Box actions, in the env's units) or an int (Discrete). A bad observation is answered 422 with
-  what is wrong; a body of more than ``max_batch`` observations 413.
-* ``GET /info``: the env, the algorithm, the checkpoint's file name, the observation and action spaces.
+  what is wrong; a body of more than ``max_batch`` observations 413 (by default 65,536 observations, fewer
+  for an observation of more than 64 numbers: a request carries at most ``MAX_NUMBERS``, about 130 MB of JSON).
+* ``GET /info``: the env, the algorithm, the checkpoint's file name, the observation and action spaces, and
+  ``max_batch``.
 * ``GET /health``: ``{"status": "ok"}`` once the policy is loaded (for a load balancer or a Kubernetes probe).
 
 The server binds 127.0.0.1 unless told otherwise. It has no authentication: bind another address only on a
@@ -32,10 +34,23 @@ from podium.api import Ensemble, Policy
 from podium.deploy import http, require
 from podium.deploy.source import load_policy
 
-__all__ = ["MAX_BATCH", "ActRequest", "make_app", "serve_policy"]
+__all__ = ["MAX_BATCH", "MAX_NUMBERS", "ActRequest", "batch_limit", "make_app", "serve_policy"]
 
 MAX_BATCH = 65536
-"""The most observations one ``POST /act`` may carry (a larger body is refused with 413)."""
+"""The most observations one ``POST /act`` may carry by default (a larger body is refused with 413)."""
+MAX_NUMBERS = 2**22
+"""The most numbers one ``POST /act`` may carry by default: its JSON body is at most about 130 MB, and the
+Python lists it is parsed into a few times that."""
+
+
+def batch_limit(obs_dim: int, max_batch: int | None = None) -> int:
+    """The most observations of ``obs_dim`` numbers one request may carry: ``max_batch`` if given, else
+    ``MAX_BATCH`` cut so that a request holds at most ``MAX_NUMBERS`` numbers (Humanoid's 348: 12,052)."""
+    if max_batch is not None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        return max_batch
+    return max(1, min(MAX_BATCH, MAX_NUMBERS // max(obs_dim, 1)))
 
 
 def _as_observations(obs: Any) -> np.ndarray:
@@ -117,7 +132,7 @@ class _BodyLimit:
 
 
 def make_app(
-    policy: Policy | Ensemble | str | Path, device: str = "cpu", max_batch: int = MAX_BATCH, top_k: int = 1
+    policy: Policy | Ensemble | str | Path, device: str = "cpu", max_batch: int | None = None, top_k: int = 1
 ) -> Any:
     """A FastAPI application that serves ``policy`` (see the module's docstring for its endpoints).
 
@@ -126,7 +141,8 @@ def make_app(
             a pod run directory (its best snapshot) or a tournament run directory (its champion, or its top
             ``top_k`` as an ensemble), loaded on ``device``.
         device: where a policy given by path runs (``"cpu"``, ``"cuda"``).
-        max_batch: the most observations a request may carry.
+        max_batch: the most observations a request may carry; None: :func:`batch_limit`'s default for the
+            policy's observation size.
         top_k: with a tournament's run directory: how many of its best entries act as one.
 
     Raises:
@@ -146,6 +162,7 @@ def make_app(
     first = members[0]
     agent = first.agent
     discrete_observations = first.discrete_observations
+    max_batch = batch_limit(agent.obs_dim, max_batch)
     max_numbers = max_batch * max(agent.obs_dim, 1)
     max_body = 4096 + 32 * max_numbers  # bytes: a number takes fewer than 32 characters in JSON
     lock = threading.Lock()  # one forward pass at a time: the agent's random generator is not thread-safe
@@ -164,6 +181,7 @@ def make_app(
         "obs_dim": agent.obs_dim,
         "action_space": repr(agent.action_space),
         "discrete_actions": agent.discrete,
+        "max_batch": max_batch,
         "podium_version": podium.__version__,
     }
 
