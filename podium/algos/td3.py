@@ -115,6 +115,9 @@ class TD3(OffPolicyAgent):
     # ----------------------------------------------------------------- policy
     @torch.no_grad()
     def act(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        """The actor's actions for ``obs [B, obs_dim]`` (env units). ``deterministic=False`` adds independent
+        Gaussian noise of std ``exploration_noise`` also with ``noise_type="ou"``: ``act`` serves any batch
+        and keeps no state, while the OU process is per sub-env and lives on the worker's side."""
         unit = self.actor(obs)
         if not deterministic:
             unit = self._add_noise(unit, self.config.exploration_noise)
