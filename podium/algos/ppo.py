@@ -70,7 +70,9 @@ class PPOConfig(AgentConfig):
     learning_rate: float = Field(default=3e-4, gt=0)
     """Adam step size for actor and critic."""
     anneal_lr: bool = False
-    """Decay the learning rate linearly to 0 over the pod's step budget (needs a step budget)."""
+    """Decay the learning rate linearly to 0 over the pod's step budget (needs a step budget): the step size is
+    ``learning_rate * (1 - steps / budget)``, so resuming with a larger budget raises it to that fraction of the
+    new total (as SB3's schedules do when training continues)."""
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
     gae_lambda: float = Field(default=0.95, ge=0, le=1)
