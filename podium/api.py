@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,19 +11,27 @@ import numpy as np
 import torch
 from pydantic import ValidationError
 
+from podium.algos import get_algo
 from podium.config import ConfigError, PodSpec, load_yaml, validation_message
 from podium.pod import Evaluator, Pod, PodReport, build_agent
-from podium.rundir import PodDir, TournamentDir
+from podium.pod.pod import resolve_config
+from podium.rundir import PodDir, RunDirError, TournamentDir
 from podium.store import CheckpointError, load_checkpoint
 
 __all__ = ["Ensemble", "Policy", "load", "load_ensemble", "make_spec", "train"]
 
 
-def make_spec(config: str | Path | None = None, **fields: Any) -> PodSpec:
-    """Build a :class:`PodSpec` from an optional YAML file plus keyword overrides (None = not given).
+def make_spec(config: str | Path | None = None, *, options: Mapping[str, str] | None = None, **fields: Any) -> PodSpec:
+    """Build a :class:`PodSpec` from an optional YAML file plus keyword overrides (None = not given), and check
+    its hyperparameters against the algorithm's.
+
+    ``options``: the command line's, for the error messages: the option that gave each override (``{"steps":
+    "--steps", "hparams": "--hparam"}``). Without it, an override is named as a keyword argument where a file
+    gave the rest.
 
     Raises:
-        ConfigError: unknown field, wrong type, or invalid value — the message names the field.
+        ConfigError: unknown field, wrong type, or invalid value — the message names the field, and the file,
+        the option or the argument that gave it.
     """
     data: dict[str, Any] = load_yaml(config) if config is not None else {}
     base = data.pop("hparams", None) or {}  # "hparams:" with nothing under it is YAML's null
@@ -31,14 +40,23 @@ def make_spec(config: str | Path | None = None, **fields: Any) -> PodSpec:
             f"{config}: hparams must be a mapping of hyperparameter names to values (e.g. 'hparams: "
             f"{{learning_rate: 0.001}}'), got {type(base).__name__} {base!r}"
         )
-    hparams = {**base, **(fields.pop("hparams", None) or {})}
-    data.update({k: v for k, v in fields.items() if v is not None})
+    extra = fields.pop("hparams", None) or {}
+    hparams = {**base, **extra}
+    given = {k: v for k, v in fields.items() if v is not None}
+    data.update(given)
     if hparams:
         data["hparams"] = hparams
+    sources: dict[str, str] = {}  # where each override came from, for the messages
+    if options is not None:
+        sources = {k: f"command line {options[k]}" for k in given if k in options}
+        if "hparams" in options:
+            sources.update({f"hparams.{k}": f"command line {options['hparams']} {k}" for k in extra})
+    elif config is not None:  # a file and keyword arguments: name which one gave a bad value
+        sources = {k: f"argument {k}" for k in given} | {f"hparams.{k}": f"argument hparams.{k}" for k in extra}
     try:
-        return PodSpec(**data)
+        spec = PodSpec(**data)
     except ValidationError as exc:
-        message = validation_message(exc, str(config) if config else "pod spec", PodSpec)
+        message = validation_message(exc, str(config) if config else "pod spec", PodSpec, given=sources)
         hparams = [e["loc"][0] for e in exc.errors() if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
         hparams = [str(k) for k in hparams if _is_hyperparameter(str(k), data.get("algo"))]
         if hparams:
@@ -48,6 +66,16 @@ def make_spec(config: str | Path | None = None, **fields: Any) -> PodSpec:
                 f"hparams={{{example}}} (YAML: under 'hparams:'; command line: --hparam {hparams[0]}=VALUE)"
             )
         raise ConfigError(message) from None
+    try:
+        resolve_config(spec)  # as the pod will: an invalid hyperparameter answers here, naming its source
+    except ConfigError as exc:
+        cause = exc.__context__  # the algorithm's ValidationError
+        if not isinstance(cause, ValidationError) or (config is None and not sources):
+            raise
+        where = str(config) if config else "pod spec"
+        model = get_algo(spec.algo).Config
+        raise ConfigError(validation_message(cause, where, model, given=sources, prefix=("hparams",))) from None
+    return spec
 
 
 def _is_hyperparameter(name: str, algo: Any) -> bool:
@@ -88,7 +116,8 @@ def train(
 
     Raises:
         PodInterrupted: Ctrl-C/SIGTERM stopped training; its last checkpoint holds every step (resume it).
-        RunDirError: ``run_dir`` holds another run (choose another, resume it, or ``overwrite=True``).
+        RunDirError: ``run_dir`` holds another run (choose another, resume it, or ``overwrite=True``), or
+            ``resume`` is a tournament's pod (resume the tournament).
         ConfigError: a bad field or hyperparameter (the message names it).
 
     Example:
@@ -107,6 +136,15 @@ def train(
             raise ConfigError(
                 f"resume continues a run as it was configured, in its own directory; only steps, seconds and "
                 f"target can change (got {', '.join(unused)})"
+            )
+        owner = PodDir(resume).tournament()
+        if owner is not None:  # its checkpoints, curve and report are the tournament's record of that pod
+            raise RunDirError(
+                f"{resume} is pod {Path(resume).name} of the tournament in {owner.root}: resuming it on its own "
+                f"would change the tournament's record of it behind its leaderboard. Resume the tournament instead "
+                f"(podium tournament resume {shlex.quote(str(owner.root))}; Python: "
+                f"podium.tournament.resume_tournament(...)), or train a new pod from its policy (init_checkpoint: "
+                f"{PodDir(resume).last})"
             )
         return Pod.resume(resume, progress=progress, **budget).run()
     spec = make_spec(config, env=env, algo=algo, **fields)

@@ -129,6 +129,21 @@ def _parse_hparams(items: list[str]) -> dict[str, object]:
     return out
 
 
+_TRAIN_OPTIONS = {
+    "env": "--env",
+    "algo": "--algo",
+    "num_envs": "--num-envs",
+    "steps": "--steps",
+    "seconds": "--seconds",
+    "target": "--target",
+    "device": "--device",
+    "seed": "--seed",
+    "eval_every": "--eval-every",
+    "hparams": "--hparam",
+}
+"""The PodSpec field each option of ``podium train`` sets, so that a bad value is blamed on the option."""
+
+
 @app.command("train")
 def train_command(
     env_id: Annotated[
@@ -167,7 +182,7 @@ def train_command(
             check_env_id(env)
         except KeyError as exc:
             raise _fail(exc.args[0]) from None
-    from podium.api import train
+    from podium.api import make_spec, train
     from podium.config import ConfigError
     from podium.pod import EvaluationError, PodInterrupted, TrainingDivergedError
     from podium.pod.pod import LearnerError
@@ -185,6 +200,8 @@ def train_command(
         "hparams": hparams or None,
     }
     try:
+        if resume is None:  # a bad value names the option that gave it (train() would blame the file)
+            make_spec(config, env=env, algo=algo, options=_TRAIN_OPTIONS, **fields)
         report = train(
             env, algo, config=config, run_dir=run_dir, resume=resume, overwrite=overwrite, progress=progress, **fields
         )
@@ -383,6 +400,11 @@ def tournament_command(
             raise _fail("usage: podium tournament resume RUN_DIR")
         if db is not None or pods is not None or run_dir is not None:
             raise _fail("--db, --pods and --run-dir cannot change when resuming; they are in RUN_DIR/tournament.yaml")
+        from podium.rundir import pod_not_tournament
+
+        mistake = pod_not_tournament(resume_dir)
+        if mistake is not None:
+            raise _fail(mistake)
     elif resume_dir is not None:
         raise _fail(f"unexpected argument {resume_dir!r}; did you mean: podium tournament resume {resume_dir}")
     if backend is not None and backend not in ("inline", "process", "ray"):
@@ -420,8 +442,26 @@ def tournament_command(
                 pool["max"], pool["min"] = pods, min(pool.get("min", 1), pods)
             if address is not None and backend is None:
                 backend = "ray"  # --address alone: the config may already say ray
+            options = {
+                "pool.max": "--pods",
+                "pool.min": "--pods",
+                "db": "--db",
+                "backend": "--backend",
+                "address": "--address",
+                "seconds": "--seconds",
+                "steps": "--steps",
+                "target": "--target",
+            }
             cfg = load_tournament_config(
-                config, pool=pool, db=db, backend=backend, address=address, seconds=seconds, steps=steps, target=target
+                config,
+                options=options,
+                pool=pool,
+                db=db,
+                backend=backend,
+                address=address,
+                seconds=seconds,
+                steps=steps,
+                target=target,
             )
             report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
         _print_tournament(report, trading=cfg.backtest is not None)
@@ -442,6 +482,11 @@ def leaderboard_command(
 ) -> None:
     """Print a tournament's leaderboard: rank, algo, score, steps, parent; with --history every result,
     with --lineage a pod's ancestry."""
+    from podium.rundir import pod_not_tournament
+
+    mistake = pod_not_tournament(run_dir)
+    if mistake is not None:
+        raise _fail(mistake)
     from podium.tournament.orchestrator import open_leaderboard
     from podium.tournament.view import history_table, leaderboard_table, lineage_table
 

@@ -3,36 +3,104 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
-__all__ = ["ConfigError", "PodSpec", "load_yaml", "validation_message"]
+__all__ = ["ConfigError", "PodSpec", "boolean_among_numbers", "boolean_error", "load_yaml", "validation_message"]
 
 
 class ConfigError(ValueError):
     """A configuration file or value is invalid; the message names the field and the fix."""
 
 
-def validation_message(exc: ValidationError, where: str, model: type[BaseModel] | None = None) -> str:
+def validation_message(
+    exc: ValidationError,
+    where: str,
+    model: type[BaseModel] | None = None,
+    given: Mapping[str, str] | None = None,
+    prefix: tuple[str, ...] = (),
+) -> str:
     """Turn a pydantic error into one line per bad field: ``where: field.path: problem (got value)``. With
-    ``model`` (the model validated), an unknown top-level field is answered with the nearest field names."""
-    lines = []
+    ``model`` (the model validated), an unknown top-level field is answered with the nearest field names.
+
+    ``given`` names where some values came from instead of ``where``, by dotted field path (e.g. ``{"steps":
+    "command line --steps"}``): an error at that path, or below it, reads ``command line --steps: problem``.
+    ``prefix``: the path of the model validated inside the one the paths of ``given`` are in (``("hparams",)``
+    for an algorithm's hyperparameters)."""
+    lines: list[str] = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = err["msg"]
+        path = (*prefix, *(str(p) for p in err["loc"]), *_item(err))
+        loc = ".".join(path) or "(top level)"
+        source = _given_as(path, given or {})
+        msg = err["msg"] if not _item(err) else err["ctx"]["why"]  # the item is in the path
         if err["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; see the documented fields)"
             fields = _fields_at(model, err["loc"][:-1]) if model is not None and err["loc"] else []
             close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=3, cutoff=0.6) if fields else []
             if close:
                 msg = f"unknown field; did you mean {' or '.join(close)}?"
-        got = f" (got {err['input']!r})" if err["type"] != "extra_forbidden" and "input" in err else ""
-        lines.append(f"{where}: {loc}: {msg}{got}")
+        shown = err["type"] not in ("extra_forbidden", "boolean_number")  # the latter shows the list itself
+        got = f" (got {err['input']!r})" if shown and "input" in err else ""
+        line = f"{source}: {msg}{got}" if source else f"{where}: {loc}: {msg}{got}"
+        if line not in lines:  # one value that breaks two rules (--pods 0: pool.min and pool.max) says so once
+            lines.append(line)
     return "\n".join(lines)
+
+
+def _item(err: Any) -> tuple[str, ...]:
+    """The item below the error's field that :func:`boolean_error` named (``hparams``' ``hidden_sizes``)."""
+    item = (err.get("ctx") or {}).get("item") if err["type"] == "boolean_number" else None
+    return (str(item),) if item is not None else ()
+
+
+def _given_as(path: tuple[str, ...], given: Mapping[str, str]) -> str | None:
+    """Where the value at ``path`` was given (see :func:`validation_message`), with the rest of its path."""
+    for i in range(len(path), 0, -1):
+        source = given.get(".".join(path[:i]))
+        if source is not None:
+            rest = ".".join(path[i:])
+            return f"{source}.{rest}" if rest else source
+    return None
+
+
+def boolean_among_numbers(value: Any) -> str | None:
+    """What is wrong where ``value``, a list of numbers (or a mapping of them), holds ``true`` or ``false``, which
+    pydantic would read as 1 and 0 (``"td3.noise: item 0 is true, ..."``); None when it holds none."""
+    found = _boolean_in(value)
+    return None if found is None else ": ".join([".".join(found[0]), found[1]] if found[0] else [found[1]])
+
+
+def boolean_error(value: Any, item: str | None = None) -> PydanticCustomError | None:
+    """:func:`boolean_among_numbers` as the error for a validator to raise; ``item``: the entry of the field it
+    is about (``hparams``' ``hidden_sizes``), which :func:`validation_message` adds to the field's path."""
+    why = boolean_among_numbers(value)
+    if why is None:
+        return None
+    if item is None:
+        return PydanticCustomError("boolean_number", "{why}", {"why": why})
+    return PydanticCustomError("boolean_number", "{item}: {why}", {"why": why, "item": item})
+
+
+def _boolean_in(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str] | None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _boolean_in(item, (*path, str(key)))
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            if isinstance(item, bool):
+                shown = json.dumps(list(value), default=str)
+                return path, f"item {i} is {str(item).lower()}, a boolean among numbers ({shown}); give numbers only"
+    return None
 
 
 def _fields_at(model: type[BaseModel], path: tuple[Any, ...]) -> list[str]:
@@ -181,6 +249,20 @@ class PodSpec(BaseModel):
             raise ValueError(exc.args[0]) from None
         return value.lower()
 
+    @field_validator("hparams")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        from podium.algos import algo_names, get_algo
+
+        algo = info.data.get("algo")  # absent when it was refused
+        fields = get_algo(algo).Config.model_fields if algo in algo_names() else {}
+        for name, item in value.items():
+            if name in fields and _holds_numbers(fields[name].annotation):
+                error = boolean_error(item, name)
+                if error is not None:
+                    raise error
+        return value
+
     @field_validator("init_checkpoint", mode="before")
     @classmethod
     def _path_as_text(cls, value: object) -> object:
@@ -208,9 +290,29 @@ class PodSpec(BaseModel):
         return self
 
 
+def _holds_numbers(annotation: Any) -> bool:
+    """Whether a field of this type is a list or tuple of numbers (``tuple[int, ...]``, ``list[float] | None``)."""
+    if get_origin(annotation) in (Union, UnionType):
+        return any(_holds_numbers(a) for a in get_args(annotation))
+    if get_origin(annotation) not in (list, tuple, Sequence):
+        return False
+    items = [a for a in get_args(annotation) if a is not Ellipsis]
+    return bool(items) and all(a in (int, float) for a in items)
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; raise :class:`ConfigError` naming the file for syntax errors or non-mappings."""
     path = Path(path)
+    if path.is_dir():
+        from podium.rundir import PodDir, TournamentDir
+
+        if TournamentDir(path).holds_tournament():
+            what = TournamentDir(path).describe()
+        elif PodDir(path).holds_run():
+            what = PodDir(path).describe()
+        else:
+            what = "give the path of a YAML file"
+        raise ConfigError(f"config file {path} is a directory, not a YAML file; {what}")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     try:

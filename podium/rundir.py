@@ -42,7 +42,7 @@ try:  # advisory locks: POSIX only (elsewhere a run directory is not locked)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DirLock", "PodDir", "RunDirError", "TournamentDir", "safe_name"]
+__all__ = ["DirLock", "PodDir", "RunDirError", "TournamentDir", "pod_not_tournament", "safe_name"]
 
 
 def safe_name(text: str) -> str:
@@ -153,6 +153,14 @@ class DirLock:
 
     def __del__(self) -> None:
         self.release()
+
+
+def pod_not_tournament(path: str | Path) -> str | None:
+    """When ``path``, given as a tournament's run directory, is a pod's run directory instead: a message that
+    says so and names the commands for it; else None."""
+    if TournamentDir(path).holds_tournament() or not PodDir(path).holds_run():
+        return None
+    return f"{path} holds no tournament; {PodDir(path).describe()}"
 
 
 def not_a_file(path: Path, option: str = "--run-dir") -> None:
@@ -274,6 +282,30 @@ class PodDir:
         return self.root / "error.txt"
 
     # ----------------------------------------------------------------- ownership
+    def tournament(self) -> TournamentDir | None:
+        """The tournament this pod belongs to, when its directory is a tournament's ``pods/POD_ID``; else None."""
+        short = len(self.root.parts) < 3 or ".." in self.root.parts  # "p0001" inside pods/, "../p0001"
+        root = Path(os.path.abspath(self.root)) if short else self.root
+        owner = TournamentDir(root.parent.parent)
+        return owner if root.parent.name == owner.pods.name and owner.holds_tournament() else None
+
+    def describe(self) -> str:
+        """What this pod's run directory is and the commands for it, for a message that was given it where
+        something else was expected (a tournament's run directory, a config file)."""
+        path = shlex.quote(str(self.root))
+        owner = self.tournament()
+        if owner is not None:
+            board = shlex.quote(str(owner.root))
+            return (
+                f"{self.root} is pod {self.root.name} of the tournament in {owner.root}: see it ranked with "
+                f"'podium leaderboard {board}', or evaluate it with 'podium eval {path}'"
+            )
+        return (
+            f"{self.root} is a single pod's run directory (podium train): evaluate its policy with "
+            f"'podium eval {path}', or continue it with 'podium train --resume {path}' (its learning curve is "
+            f"{self.curve})"
+        )
+
     def _run_files(self) -> list[Path]:
         """The files a pod's run writes here, and the only ones ``--overwrite`` deletes: its spec, checkpoints,
         snapshots and their ONNX exports, learning curve, metrics, TensorBoard events and report (the protocol
@@ -398,6 +430,14 @@ class TournamentDir:
 
     def holds_tournament(self) -> bool:
         return self.meta.is_file()
+
+    def describe(self) -> str:
+        """What this tournament's run directory is and the commands for it (see :meth:`PodDir.describe`)."""
+        path = shlex.quote(str(self.root))
+        return (
+            f"{self.root} is a tournament's run directory: continue it with 'podium tournament resume {path}', "
+            f"or see its leaderboard with 'podium leaderboard {path}'"
+        )
 
     def claim(self) -> None:
         """Make sure a *new* tournament may write here.

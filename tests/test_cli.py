@@ -268,3 +268,65 @@ def test_bad_paths_and_numbers_outside_train_get_one_line(tmp_path):
     assert evaluated.exit_code == 2 and "is a tournament's run directory; give one of its pods" in evaluated.output
     stepped = runner.invoke(app, ["throughput", "--seconds", "-1"])
     assert stepped.exit_code == 2 and "--seconds" in stepped.output
+
+
+def test_a_bad_value_is_blamed_on_the_option_that_gave_it_not_on_the_config_file(tmp_path):
+    """``podium train --config c.yaml --steps -5`` said "c.yaml: steps: ...", as if the file held -5; without a
+    file it said "pod spec: steps", naming no option either."""
+    from podium.api import make_spec
+    from podium.config import ConfigError
+
+    config = tmp_path / "c.yaml"
+    config.write_text("env: CartPole-v1\nalgo: ppo\nsteps: 100\n")
+    wide = {"COLUMNS": "300"}
+    out = ["--run-dir", str(tmp_path / "r"), "--no-progress"]
+    for args, expected in [
+        (["--config", str(config), "--steps", "-5"], "command line --steps: Input should be greater than 0 (got -5)"),
+        (["--env", "CartPole-v1", "--algo", "ppo", "--steps", "-5"], "command line --steps: Input should be"),
+        (["--config", str(config), "--num-envs", "0"], "command line --num-envs: Input should be greater than 0"),
+        (["--config", str(config), "--hparam", "learning_rate=-1"], "command line --hparam learning_rate: Input"),
+        (["CartPole-v1", "--steps", "9", "--hparam", "gamma=2"], "command line --hparam gamma: Input should be less"),
+    ]:
+        result = runner.invoke(app, ["train", *args, *out], env=wide)
+        assert result.exit_code == 2 and expected in result.output, (args, result.output)
+        assert "c.yaml" not in result.output and "pod spec" not in result.output, result.output
+    # a value the file gave is still the file's, also when options are given beside it
+    (tmp_path / "bad.yaml").write_text("env: CartPole-v1\nalgo: ppo\nsteps: -5\nhparams: {learning_rate: -1}\n")
+    result = runner.invoke(app, ["train", "--config", str(tmp_path / "bad.yaml"), "--seed", "3", *out], env=wide)
+    assert result.exit_code == 2 and "bad.yaml: steps: Input should be greater than 0" in result.output
+    result = runner.invoke(app, ["train", "--config", str(tmp_path / "bad.yaml"), "--steps", "9", *out], env=wide)
+    assert result.exit_code == 2 and "bad.yaml: hparams.learning_rate: Input should be greater" in result.output
+    assert not (tmp_path / "r").exists()
+    # Python: a keyword argument beside a file is named as the argument
+    with pytest.raises(ConfigError, match=r"^argument steps: Input should be greater than 0 \(got -5\)$"):
+        make_spec(config, steps=-5)
+    with pytest.raises(ConfigError, match=r"^argument hparams.learning_rate: Input should be greater than 0"):
+        make_spec(config, hparams={"learning_rate": -1})
+
+
+def test_a_boolean_in_a_list_of_numbers_is_refused_not_read_as_one(tmp_path):
+    """``hidden_sizes: [64, true]`` built a network with a hidden layer of 1 unit: pydantic reads true as 1."""
+    from pydantic import ValidationError
+
+    from podium.api import make_spec
+    from podium.config import ConfigError, PodSpec
+
+    wide = {"COLUMNS": "300"}
+    out = ["--run-dir", str(tmp_path / "r"), "--no-progress"]
+    (tmp_path / "c.yaml").write_text("env: CartPole-v1\nalgo: ppo\nsteps: 100\nhparams: {hidden_sizes: [64, true]}\n")
+    result = runner.invoke(app, ["train", "--config", str(tmp_path / "c.yaml"), *out], env=wide)
+    assert result.exit_code == 2, result.output
+    assert "c.yaml: hparams.hidden_sizes: item 1 is true, a boolean among numbers ([64, true])" in result.output
+    for value in ("[64, true]", "[64,true]", "[false, 64]"):  # YAML or JSON
+        args = ["train", "CartPole-v1", "--algo", "ppo", "--steps", "100", "--hparam", f"hidden_sizes={value}"]
+        result = runner.invoke(app, [*args, *out], env=wide)
+        assert result.exit_code == 2 and "command line --hparam hidden_sizes: item " in result.output, result.output
+        assert "a boolean among numbers" in result.output
+    assert not (tmp_path / "r").exists()
+    for algo in ("ppo", "sac", "td3", "ddpg", "dqn", "d3qn"):
+        with pytest.raises(ValidationError, match=r"hidden_sizes: item 0 is false"):
+            PodSpec(algo=algo, steps=100, hparams={"hidden_sizes": (False, 64)})
+    with pytest.raises(ConfigError, match=r"^pod spec: hparams.hidden_sizes: item 1 is true"):
+        make_spec(env="Pendulum-v1", algo="sac", steps=100, hparams={"hidden_sizes": [64, True]})
+    spec = make_spec(env="Pendulum-v1", algo="sac", steps=100, hparams={"hidden_sizes": [64, 32], "batch_size": 64})
+    assert spec.hparams["hidden_sizes"] == [64, 32]  # numbers are as welcome as ever

@@ -557,3 +557,24 @@ def test_confirmation_seeds_are_never_used_twice_not_even_for_a_new_target(tmp_p
     done = len(seeds)
     Pod.resume(tmp_path / "run", progress=False, steps=8192, target=450).run()
     assert seeds[done:] and not set(seeds[done:]) & set(seeds[:done])
+
+
+def test_a_tournaments_pod_is_resumed_with_its_tournament_not_alone(tmp_path, monkeypatch):
+    """``podium train --resume runs/t/pods/p0001`` trained on in the tournament's directory: new checkpoints, curve
+    and report behind the leaderboard's record of that pod."""
+    t_dir = tmp_path / "t"
+    pod_dir = t_dir / "pods" / "p0001"
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=pod_dir, **FAST)
+    (t_dir / "tournament.yaml").write_text("name: t\nconfig: {}\n")  # it is the tournament's pod p0001
+    before = {p: p.read_bytes() for p in pod_dir.rglob("*") if p.is_file()}
+    with pytest.raises(RunDirError, match=rf"pod p0001 of the tournament in {t_dir}: .*podium tournament resume"):
+        podium.train(resume=pod_dir, steps=1024)
+    result = runner.invoke(app, ["train", "--resume", str(pod_dir), "--steps", "1024"], env={"COLUMNS": "300"})
+    assert result.exit_code == 2, result.output
+    assert f"Resume the tournament instead (podium tournament resume {t_dir};" in result.output
+    monkeypatch.chdir(t_dir / "pods")
+    with pytest.raises(RunDirError, match="Resume the tournament instead"):
+        podium.train(resume="p0001", steps=1024)  # a relative path from inside pods/ too
+    assert {p: p.read_bytes() for p in pod_dir.rglob("*") if p.is_file()} == before  # nothing lost or changed
+    (t_dir / "tournament.yaml").unlink()  # a pod's run elsewhere resumes as before
+    assert podium.train(resume=pod_dir, steps=1024).steps >= 1024

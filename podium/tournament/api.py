@@ -6,7 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from podium.rundir import TournamentDir
+from podium.config import ConfigError
+from podium.rundir import TournamentDir, pod_not_tournament
 from podium.tournament.backends import Backend
 from podium.tournament.config import TournamentConfig, load_tournament_config
 from podium.tournament.leaderboard import Entry
@@ -79,7 +80,8 @@ def resume_tournament(
     """Continue the tournament in ``run_dir`` (``podium tournament resume RUN_DIR``), on its backend or on
     ``backend``; ``budget`` may raise ``seconds``, ``steps``, ``target`` or ``max_failures``, or give the Ray
     cluster's ``address``."""
-    report = Orchestrator.resume(run_dir, backend=backend, progress=progress, **budget).run(force=force)
+    orchestrator = Orchestrator.resume(_tournament_dir(run_dir), backend=backend, progress=progress, **budget)
+    report = orchestrator.run(force=force)
     backtest_after(report, read_config(run_dir))
     return report
 
@@ -87,10 +89,18 @@ def resume_tournament(
 def leaderboard(run_dir: str | Path) -> list[Entry]:
     """The leaderboard of the tournament in ``run_dir``, best first (``podium leaderboard RUN_DIR``); each
     entry's checkpoint is the one in ``run_dir``, also when the tournament was moved or copied since it ran."""
-    board = open_leaderboard(run_dir)
+    board = open_leaderboard(_tournament_dir(run_dir))
     try:
         entries = board.entries()
     finally:
         board.close()
     layout = TournamentDir(run_dir)
     return [dataclasses.replace(e, checkpoint=str(layout.local(e.checkpoint, e.pod_id))) for e in entries]
+
+
+def _tournament_dir(run_dir: str | Path) -> str | Path:
+    """``run_dir``, refused when it is a pod's run directory (the message names the commands for a pod)."""
+    mistake = pod_not_tournament(run_dir)
+    if mistake is not None:
+        raise ConfigError(mistake)
+    return run_dir

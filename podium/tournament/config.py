@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from podium.config import ConfigError, PodSpec, load_yaml, validation_message
+from podium.config import ConfigError, PodSpec, boolean_error, load_yaml, validation_message
 from podium.rundir import safe_name
 
 __all__ = [
@@ -164,6 +164,14 @@ class GeneratorConfig(_Strict):
                 if len(set(map(repr, options))) < 2:
                     raise ValueError(f"choices.{algo}.{name}: need at least two different options, got {options}")
         return {algo.lower(): fields for algo, fields in value.items()}
+
+    @field_validator("perturb", "ranges", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        error = boolean_error(value)  # pydantic would read true as 1.0
+        if error is not None:
+            raise error
+        return value
 
     @field_validator("perturb")
     @classmethod
@@ -384,18 +392,29 @@ class TournamentConfig(_Strict):
         return {name: tuple(ranges.get(name, declared[name])) for name in dict.fromkeys([*names, *ranges])}
 
 
-def load_tournament_config(path: str | Path | None = None, **overrides: Any) -> TournamentConfig:
+def load_tournament_config(
+    path: str | Path | None = None, *, options: dict[str, str] | None = None, **overrides: Any
+) -> TournamentConfig:
     """Read a tournament YAML file (optional) and apply keyword overrides (None = not given).
 
+    ``options``: the command line's, for the error messages: the option that gave each override, by dotted
+    field path (``{"seconds": "--seconds", "pool.max": "--pods"}``). Without it, an override is named as a
+    keyword argument where a file gave the rest.
+
     Raises:
-        ConfigError: the message names the file, the field and the problem.
+        ConfigError: the message names the file (or the option, or the argument), the field and the problem.
     """
     data: dict[str, Any] = load_yaml(path) if path is not None else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    data.update(given)
     if path is not None and "name" not in data:  # runs/stock_dow29 for examples/stock_dow29.yaml
         data["name"] = safe_name(Path(path).stem).strip("-._") or None
     try:
         return TournamentConfig(**data)
     except ValidationError as exc:
         where = str(path) if path else "tournament config"
-        raise ConfigError(validation_message(exc, where, TournamentConfig)) from None
+        if options is not None:  # the command line's
+            sources = {k: f"command line {o}" for k, o in options.items() if k.partition(".")[0] in given}
+        else:  # Python's keyword arguments, where a file gave the rest
+            sources = {k: f"argument {k}" for k in given} if path is not None else {}
+        raise ConfigError(validation_message(exc, where, TournamentConfig, given=sources)) from None

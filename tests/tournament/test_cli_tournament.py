@@ -166,3 +166,62 @@ def test_backtest_of_a_trading_tournament_uses_the_leaderboards_best(tmp_path):
     assert result.exit_code == 0, result.output
     assert (run_dir / "backtest_2016-01-04_2016-02-26" / "backtest.csv").is_file()
     assert not (run_dir / "backtest_2016").exists()
+
+
+def test_a_run_directory_where_a_file_or_a_tournament_belongs_says_what_it_is_and_the_command(tmp_path):
+    """``podium tournament runs/t`` said "config file runs/t does not exist"; ``podium leaderboard`` of a pod's run
+    said it held no tournament and offered to start one."""
+    from podium.config import ConfigError
+    from podium.tournament import leaderboard, resume_tournament
+
+    tour, pod, empty = tmp_path / "tour", tmp_path / "pod", tmp_path / "empty"
+    (tour / "pods" / "p0001").mkdir(parents=True)
+    (tour / "tournament.yaml").write_text("name: t\nconfig: {}\n")
+    (tour / "pods" / "p0001" / "spec.yaml").write_text("env: CartPole-v1\n")
+    pod.mkdir()
+    (pod / "spec.yaml").write_text("env: CartPole-v1\n")
+    empty.mkdir()
+    member = tour / "pods" / "p0001"
+
+    def error(*args: str) -> str:
+        result = runner.invoke(app, list(args), env=WIDE)
+        assert result.exit_code == 2 and "does not exist" not in result.output, (args, result.output)
+        lines = [line for line in result.output.splitlines() if line.startswith("error: ")]
+        assert len(lines) == 1, result.output
+        return lines[0]
+
+    said = error("tournament", str(tour))
+    assert f"config file {tour} is a directory, not a YAML file; {tour} is a tournament's run directory" in said
+    assert f"'podium tournament resume {tour}'" in said and f"'podium leaderboard {tour}'" in said
+    said = error("tournament", str(pod))
+    assert "is a directory, not a YAML file" in said and f"'podium eval {pod}'" in said
+    assert "is a directory, not a YAML file; give the path of a YAML file" in error("tournament", str(empty))
+    for args in (("leaderboard", str(pod)), ("tournament", "resume", str(pod))):
+        said = error(*args)
+        assert f"{pod} holds no tournament; {pod} is a single pod's run directory (podium train)" in said
+        assert f"'podium eval {pod}'" in said
+    said = error("leaderboard", str(member))
+    assert f"{member} is pod p0001 of the tournament in {tour}: see it ranked with 'podium leaderboard {tour}'" in said
+    for call in (lambda: leaderboard(pod), lambda: resume_tournament(member)):
+        try:
+            call()
+        except ConfigError as exc:
+            assert "holds no tournament;" in str(exc) and "podium eval" in str(exc)
+        else:
+            raise AssertionError("a pod's run directory was taken for a tournament's")
+
+
+def test_a_bad_value_from_an_option_is_blamed_on_the_option_not_the_config_file(tmp_path):
+    """``podium tournament t.yaml --seconds -5`` said "t.yaml: seconds: ...", as if the file held -5."""
+    config = _yaml(tmp_path, seconds=10)
+    out = ["--run-dir", str(tmp_path / "r"), "--no-progress"]
+    result = runner.invoke(app, ["tournament", config, "--seconds", "-5", *out], env=WIDE)
+    assert result.exit_code == 2 and "error: command line --seconds: Input should be greater than 0" in result.output
+    result = runner.invoke(app, ["tournament", config, "--pods", "0", *out], env=WIDE)
+    assert result.exit_code == 2 and result.output.count("command line --pods: Input should be greater") == 1
+    assert "t.yaml: pool" not in result.output, result.output
+    bad = _yaml(tmp_path, steps=-1, seconds=10)  # the file's own mistake is still the file's
+    result = runner.invoke(app, ["tournament", bad, "--seconds", "-5", *out], env=WIDE)
+    assert result.exit_code == 2 and "t.yaml: steps: Input should be greater than 0" in result.output
+    assert "command line --seconds: Input" in result.output and "t.yaml: seconds" not in result.output
+    assert not (tmp_path / "r").exists()

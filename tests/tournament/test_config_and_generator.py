@@ -51,6 +51,12 @@ VALIDATION = {"period": ["2015-01-02", "2015-12-31"], "random_start": False, "sc
         ),
         ({"algos": {"ppo": 1}, "generator": {"ranges": {"ppo": {"num_steps": [8, 64]}}}}, "'num_steps' is not a mut"),
         ({"generator": {"perturb": [0.8, -1.2]}}, "factors must be finite and > 0"),
+        # booleans were read as 1.0 and 0.0
+        ({"generator": {"perturb": [0.8, True]}}, r"generator.perturb: item 1 is true, a boolean among numbers"),
+        (
+            {"algos": {"td3": 1}, "generator": {"ranges": {"td3": {"tau": [False, 0.1]}}}},
+            r"generator.ranges: td3.tau: item 0 is false, a boolean among numbers \(\[false, 0.1\]\)",
+        ),
         ({"generator": {"mutate": {"sac": ["lr"]}}, "algos": {"sac": 1}}, "'lr' is not a mutable sac hyperparameter"),
         ({"generator": {"ranges": {"sac": {"lr": [0.1, 1]}}}, "algos": {"sac": 1}}, r"ranges.sac: 'lr' is not a mut"),
         ({"generator": {"ranges": {"sac": {"autotune_alpha": [0, 1]}}}, "algos": {"sac": 1}}, "autotune_alpha"),
@@ -79,6 +85,10 @@ def test_bad_configs_are_refused_with_the_field_named(fields, match):
         ({"env": "Pendulm-v1"}, "Pendulum-v1"),
         ({"algos": {"dqn": 1}}, "dqn cannot train on Pendulum-v1"),
         ({"hparams": {"sac": {"batch_sise": 3}}, "algos": {"sac": 1}}, "batch_sise: unknown field"),
+        (  # read as a hidden layer of 1 unit
+            {"hparams": {"sac": {"hidden_sizes": [64, True]}}, "algos": {"sac": 1}},
+            r"pod spec for sac: hparams.hidden_sizes: item 1 is true, a boolean among numbers",
+        ),
         ({"generator": {"ranges": {"sac": {"tau": [0.1, 2.0]}}}, "algos": {"sac": 1}}, r"sac.tau: 2 is not a valid"),
         (  # selecting on 2015 while training on 2009-2015: in-sample selection
             {"env": "StockTrading-v0", "algos": {"ppo": 1}, "pod": {"seconds": 2, "eval_env_kwargs": VALIDATION}},
