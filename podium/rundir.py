@@ -267,6 +267,8 @@ class PodDir:
 
     @property
     def pid(self) -> Path:
+        """The pod's process as ``PID START`` (its start time in clock ticks after boot; an older podium wrote
+        the pid alone), written and read by :mod:`podium.tournament.backends.process`."""
         return self.root / "pod.pid"
 
     @property

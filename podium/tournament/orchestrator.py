@@ -623,8 +623,6 @@ class Orchestrator:
 
         run_dir = Path(pod.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        if resume:
-            self.view.event(f"{pod.id} {pod.algo} resumed from its last checkpoint")
         spec = PodSpec(**pod.spec)
         # the score a pod's selection must be able to reach to make a difference, as the board and the target
         # stand now (a resumed pod takes it too); truncation ranks every member by its score: no bar there
@@ -632,16 +630,23 @@ class Orchestrator:
         if spec.select_episodes > 0 and self.config.generator.scheme == "leaderboard":
             bar = selection_bar(self.board.entries(), self.config.leaderboard_size, self.config.target)
         spec = spec.model_copy(update={"select_bar": bar})
+        record = {
+            "status": PodStatus.RUNNING,
+            "started": time.time(),
+            "attempts": pod.attempts + 1,
+            "spec": spec.model_dump(mode="json"),
+        }
+        if resume:
+            # a preempted pod is recorded as running (with no handle yet) *before* it starts: an orchestrator that
+            # dies between the start and the record must leave a row that the next one's reconciliation looks at
+            # (running or queued; it adopts the pod from its run directory when the backend can), or the next one
+            # resumes the pod a second time beside its still-running process. A new pod's queued row does that.
+            self.board.update_pod(pod.id, handle=None, **record)
+            record = {}
+            self.view.event(f"{pod.id} {pod.algo} resumed from its last checkpoint")  # (once recorded)
         handle = self.backend.submit(PodJob(pod.id, spec, run_dir, resume=resume))
         self._submitted += 1
-        self.board.update_pod(
-            pod.id,
-            status=PodStatus.RUNNING,
-            handle=handle,
-            started=time.time(),
-            attempts=pod.attempts + 1,
-            spec=spec.model_dump(mode="json"),
-        )
+        self.board.update_pod(pod.id, handle=handle, **record)
 
     # ----------------------------------------------------------------- results
     def _collect(self, outcome: PodOutcome) -> None:
@@ -691,7 +696,8 @@ class Orchestrator:
     def _reconcile(self) -> None:
         """Pick up the pods an earlier orchestrator left behind (it was killed or interrupted)."""
         for pod in self.board.pods(PodStatus.RUNNING, PodStatus.QUEUED):
-            # a queued pod may be running too: its orchestrator died after starting it, before recording that
+            # a queued pod may be running too: its orchestrator died after starting it, before recording that;
+            # so may a running one with no handle: a preempted pod resumed just before its orchestrator died
             if self.backend.adopt(pod.id, pod.handle, Path(pod.run_dir)):
                 if pod.status == PodStatus.QUEUED:
                     self.board.update_pod(

@@ -3,10 +3,12 @@ SIGKILL; the pool follows the CPU affinity of the orchestrator (what ``taskset -
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -199,7 +201,7 @@ def test_a_pod_started_just_before_the_orchestrator_died_is_adopted_not_started_
     (orphan,) = board.pods()
     board.close()
     assert orphan.status == "queued" and orphan.handle is None
-    pid = int((Path(orphan.run_dir) / "pod.pid").read_text())
+    pid = int((Path(orphan.run_dir) / "pod.pid").read_text().split()[0])  # (its pid, then its start time)
     assert _alive(pid)
     resumed = subprocess.run(
         [sys.executable, "-m", "podium.cli", "tournament", "resume", str(run_dir), "--no-progress", "--seconds", "12"],
@@ -216,6 +218,64 @@ def test_a_pod_started_just_before_the_orchestrator_died_is_adopted_not_started_
     assert now.status == "finished" and now.attempts == 1, now
     assert not (Path(orphan.run_dir) / "error.txt").exists()
     assert not _alive(pid)
+
+
+_DIES_AFTER_RESUBMIT = """
+import os, sys
+from podium.tournament.backends.process import ProcessBackend
+from podium.tournament.orchestrator import Orchestrator
+submit = ProcessBackend.submit
+def submit_then_die(self, job):
+    handle = submit(self, job)
+    if job.resume:  # the preempted pod's process is started again: the orchestrator dies before it does anything else
+        os._exit(9)
+    return handle
+ProcessBackend.submit = submit_then_die
+Orchestrator.resume(sys.argv[1], progress=False).run()
+"""
+
+
+def test_a_preempted_pod_resumed_just_before_the_orchestrator_died_is_adopted_not_started_twice(tmp_path):
+    """As for a new pod (above), for a preempted one that is resumed: its row said preempted until its resumption
+    was recorded, after the start, and the next orchestrator adopts only pods its rows say may run (queued or
+    running). So it resumed the pod a second time beside its running process; that start failed on the locked
+    run directory and the pod was recorded as failed."""
+    proc, run_dir = _start(tmp_path, seconds=60, pod={**POD, "seconds": 8}, pool={"max": 1})
+    (pod,) = _wait(lambda: _running_pods(run_dir), 90, "a training pod", proc)
+    proc.send_signal(signal.SIGTERM)  # wound down: the pod saves its checkpoint and is preempted
+    proc.wait(60)
+    board = open_leaderboard(run_dir)
+    assert board.pod(pod.id).status == "preempted"
+    board.close()
+    died = subprocess.run(
+        [sys.executable, "-c", _DIES_AFTER_RESUBMIT, str(run_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert died.returncode == 9, died.stdout + died.stderr
+    pid = int((Path(pod.run_dir) / "pod.pid").read_text().split()[0])
+    try:
+        assert _alive(pid)
+        board = open_leaderboard(run_dir)
+        seconds = int(board.info()["elapsed"]) + 3  # (spent soon after the resume: it waits for the pod to finish)
+        board.close()
+        resume = ["tournament", "resume", str(run_dir), "--no-progress", "--seconds", str(seconds)]
+        resumed = subprocess.run(
+            [sys.executable, "-m", "podium.cli", *resume],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        assert f"{pod.id} ppo still running: adopted" in resumed.stdout, resumed.stdout
+        assert f"{pod.id} ppo resumed" not in resumed.stdout
+        board = open_leaderboard(run_dir)
+        now = board.pod(pod.id)
+        board.close()
+        assert now.status == "finished" and now.attempts == 2, now  # its first start and its resumption
+        assert not (Path(pod.run_dir) / "error.txt").exists()
+        assert not _alive(pid)
+    finally:
+        if _alive(pid):  # (the old fault: nobody adopted the process, which still trains)
+            os.killpg(pid, signal.SIGKILL)
 
 
 def test_the_pool_follows_the_orchestrators_cpu_affinity(tmp_path):
@@ -298,6 +358,74 @@ def test_a_pod_stopped_from_outside_is_lost_not_failed(tmp_path):
         outcome = _outcome("p0001", tmp_path, code)
         assert outcome.lost and "from outside the tournament" in (outcome.error or "")
     assert not _outcome("p0001", tmp_path, 1).lost and not _outcome("p0001", tmp_path, -signal.SIGKILL).lost
+
+
+def _started(pid: int) -> int:
+    """When process ``pid`` started: clock ticks after boot (field 22 of /proc/PID/stat)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+def test_a_pid_the_system_gave_to_another_pod_process_is_not_adopted(tmp_path):
+    """pod.pid held the pid alone, checked against the process's command line: once a pod's process had ended and
+    the system gave its pid to another pod's process (of this tournament or another one: the same command line),
+    the next orchestrator adopted that process as the pod's, then waited for it or stopped it."""
+    from podium.config import PodSpec
+    from podium.tournament.backends import PodJob
+    from podium.tournament.backends.process import ProcessBackend
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=10_000_000, torch_threads=1, **POD)
+    first = ProcessBackend(reuse=False)
+    a, b = tmp_path / "a", tmp_path / "b"
+    try:
+        pid_a = int(first.submit(PodJob("a", spec, a)).rpartition(":")[2])
+        time.sleep(0.05)  # b's process starts at a later clock tick, as a process given a's pid after a ended does
+        handle_b = first.submit(PodJob("b", spec, b))
+        pid_b = int(handle_b.rpartition(":")[2])
+        assert _started(pid_b) != _started(pid_a)
+        first.cancel("a")  # a's process ends, and the system gives its pid to b's process:
+        recorded = (a / "pod.pid").read_text().split()
+        (a / "pod.pid").write_text(" ".join([str(pid_b), *recorded[1:]]))
+        second = ProcessBackend(reuse=False)
+        assert not second.adopt("a", None, a)
+        assert not second.adopt("a", f"{socket.gethostname()}:{pid_b}", a)
+        assert second.adopt("b", handle_b, b) and second.adopt("b", None, b)  # b's own process is b's
+        second.detach()
+    finally:
+        first.shutdown()
+    assert not _alive(pid_b)
+
+
+def test_an_adopted_pod_stopped_from_outside_is_lost_as_is_one_this_orchestrator_started(tmp_path):
+    """A SIGTERM from outside stops a pod after it saved its checkpoint: it is lost (it resumes), not failed. The
+    backend read that from the exit status of a process it started; of an adopted pod (started by an orchestrator
+    that died) it has none, and such a pod was recorded as failed ("ended without a report"), never resumed."""
+    from podium.config import PodSpec
+    from podium.tournament.backends import PodJob
+    from podium.tournament.backends.process import ProcessBackend
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=10_000_000, torch_threads=1, **POD)
+    starter, backend = ProcessBackend(reuse=False), ProcessBackend(reuse=False)  # the dead orchestrator's, ours
+    pids = []
+    try:
+        handle = starter.submit(PodJob("adopted", spec, tmp_path / "adopted"))
+        starter.detach()  # its orchestrator dies; the pod goes on
+        pids.append(int(handle.rpartition(":")[2]))
+        pids.append(int(backend.submit(PodJob("own", spec, tmp_path / "own")).rpartition(":")[2]))
+        assert backend.adopt("adopted", handle, tmp_path / "adopted")
+        _wait(lambda: all((tmp_path / n / "curve.csv").is_file() for n in ("own", "adopted")), 90, "both to train")
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)  # `kill PID`
+        outcomes = {o.pod_id: o for o in _collect(backend, 2)}
+        for pod_id, outcome in outcomes.items():
+            assert outcome.lost and outcome.report is None, outcome
+            assert "stopped by a SIGTERM from outside the tournament" in (outcome.error or ""), outcome
+            assert (tmp_path / pod_id / "checkpoints" / "last.pt").is_file()  # what it resumes from
+    finally:
+        backend.shutdown()
+        for pid in pids:
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
 
 
 def test_a_pod_is_pinned_to_the_gpu_the_orchestrator_was_given(monkeypatch):

@@ -1,6 +1,7 @@
 """The Ray backend on a real Ray cluster started here, on 127.0.0.1 only: the same config as on the process
 backend gives an equivalent leaderboard; every Ray process listens on loopback only; preemption keeps a
-pod's progress and reuses its actor; a killed actor fails its pod; a learner that dies fails its pod with no
+pod's progress and reuses its actor, and several pods preempted together are all signalled before any is
+waited for; a killed actor fails its pod; a learner that dies fails its pod with no
 process left behind; an address that does not answer and a pod bigger than any node are refused at once;
 and a node killed mid-tournament loses its pods, which resume on the other node from their checkpoints.
 
@@ -24,6 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -299,6 +301,40 @@ def test_a_pod_killed_because_it_did_not_stop_in_time_is_gone_when_cancel_return
         lock = DirLock(pod_dir.root)
         lock.acquire()  # free at once for the pod's resumption
         lock.release()
+    finally:
+        backend.shutdown()
+
+
+def test_preempting_many_pods_signals_them_all_before_waiting_for_any(cluster, tmp_path):
+    """A wind-down stopped the pods one after another: each was signalled only once the one before had saved and
+    stopped (or been killed after the grace period), so stopping N pods took up to N grace periods, with no
+    heartbeat meanwhile. All are signalled first, then waited for together; each saves and its actor is kept."""
+    backend = RayBackend(address=cluster.address, cpus_per_pod=1)
+    dirs = {name: PodDir(tmp_path / name) for name in ("a", "b")}
+    try:
+        for name, pod_dir in dirs.items():
+            backend.submit(PodJob(name, _spec(steps=200_000), pod_dir.root))
+        _wait(lambda: all(d.curve.is_file() for d in dirs.values()), 90, "both pods to train")
+        tasks = {name: backend._running[name].ref for name in dirs}
+        ended_when_signalled = []  # for each signal sent: the pods whose task had ended by then
+        send = backend._send
+
+        def options(**kwargs):
+            task = send.options(**kwargs)
+
+            def remote(pid, signum):
+                ended_when_signalled.append(sorted(n for n, ref in tasks.items() if ray.wait([ref], timeout=0)[0]))
+                return task.remote(pid, signum)
+
+            return SimpleNamespace(remote=remote)
+
+        backend._send = SimpleNamespace(options=options)
+        backend.cancel_many(list(dirs))
+        assert ended_when_signalled == [[], []]
+        for pod_dir in dirs.values():
+            assert "SIGTERM: training stopped after" in pod_dir.log.read_text()
+            assert load_checkpoint(pod_dir.last)["counters"]["steps"] > 0
+        assert not backend._running and len(backend._idle) == 2  # both stopped in time: their actors are kept
     finally:
         backend.shutdown()
 

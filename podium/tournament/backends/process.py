@@ -2,9 +2,11 @@
 
 A pod process runs ``python -m podium.tournament.backends.process POD_RUN_DIR``, reading its job from
 ``POD_RUN_DIR/job.json`` and writing ``report.json`` (finished) or ``error.txt`` (failed), then ``done``
-(its exit code); its output goes to ``POD_RUN_DIR/pod.log``. CPU pods pin their torch/OpenMP threads to
-``ceil(cpus_per_pod)`` so the pool does not oversubscribe the cores; GPU pods are spread over the
-visible GPUs.
+(its exit code: 0, 1, or 128 + the signal that stopped it); its output goes to ``POD_RUN_DIR/pod.log``.
+The backend writes ``POD_RUN_DIR/pod.pid`` when it hands the job to a process: the process's pid and its
+start time, which together name that one process (the system gives a pid to another process once its
+process ended). CPU pods pin their torch/OpenMP threads to ``ceil(cpus_per_pod)`` so the pool does not
+oversubscribe the cores; GPU pods are spread over the visible GPUs.
 
 Pod processes are reused: after a job succeeds, the process reads the next pod's run directory from its
 standard input instead of exiting, so a tournament of short rounds pays Python's and torch's start-up
@@ -63,6 +65,7 @@ class _Running:
     pid: int
     popen: subprocess.Popen | None  # None for an adopted pod (started by an earlier orchestrator)
     gpu: int | None
+    start: int | None = None  # the process's start time (:func:`_start_time`); None: unknown
 
 
 @dataclass
@@ -70,6 +73,7 @@ class _Idle:
     popen: subprocess.Popen
     gpu: int | None
     since: float
+    start: int | None = None
 
 
 class ProcessBackend(Backend):
@@ -122,7 +126,8 @@ class ProcessBackend(Backend):
         if job.spec.device.startswith("cuda") and local_gpus() > 0:
             used = [r.gpu for r in self._running.values() if r.gpu is not None]
             gpu = min(range(local_gpus()), key=used.count)
-        popen = self._reuse(run_dir, gpu) if self.reuse else None
+        reused = self._reuse(run_dir, gpu) if self.reuse else None
+        popen, start = reused if reused is not None else (None, None)
         if popen is None:
             env = dict(os.environ)
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", CPUS_ENV):
@@ -138,12 +143,14 @@ class ProcessBackend(Backend):
                     env=env,
                     start_new_session=True,
                 )
-            pod_dir.pid.write_text(str(popen.pid))
-        self._running[job.pod_id] = _Running(run_dir, popen.pid, popen, gpu)
+            start = _start_time(popen.pid)  # our child, not reaped yet: its /proc entry is still its own
+            _write_pid(run_dir, popen.pid, start)
+        self._running[job.pod_id] = _Running(run_dir, popen.pid, popen, gpu, start)
         return f"{self._host}:{popen.pid}"
 
-    def _reuse(self, run_dir: Path, gpu: int | None) -> subprocess.Popen | None:
-        """Hand ``run_dir`` to an idle pod process on the same GPU; ``None`` when there is none."""
+    def _reuse(self, run_dir: Path, gpu: int | None) -> tuple[subprocess.Popen, int | None] | None:
+        """Hand ``run_dir`` to an idle pod process on the same GPU: that process and its start time; ``None``
+        when there is none."""
         for idle in list(self._idle):
             if idle.gpu != gpu:
                 continue
@@ -151,30 +158,29 @@ class ProcessBackend(Backend):
             if idle.popen.poll() is not None or idle.popen.stdin is None:
                 continue
             # pod.pid first: an orchestrator that dies right after this line still finds (adopts) the pod
-            PodDir(run_dir).pid.write_text(str(idle.popen.pid))
+            _write_pid(run_dir, idle.popen.pid, idle.start)
             try:
                 idle.popen.stdin.write(f"{run_dir.resolve()}\n".encode())
                 idle.popen.stdin.flush()
             except (BrokenPipeError, OSError):
                 PodDir(run_dir).pid.unlink(missing_ok=True)
-                _stop(_Running(run_dir, idle.popen.pid, idle.popen, gpu))
+                _stop(_Running(run_dir, idle.popen.pid, idle.popen, gpu, idle.start))
                 continue
-            return idle.popen
+            return idle.popen, idle.start
         return None
 
     def adopt(self, pod_id: str, handle: str | None, run_dir: Path) -> bool:
-        if handle is None:  # started, but its handle never reached the database: the pid file names it
-            pid_text = PodDir(run_dir).pid.read_text().strip() if PodDir(run_dir).pid.is_file() else ""
-        else:
-            host, _, pid_text = handle.rpartition(":")
-            if host != self._host:
-                return False
-        if not pid_text.isdigit():
+        recorded = _read_pid(Path(run_dir))
+        if recorded is None:
             return False
-        pid = int(pid_text)
+        pid, start = recorded
+        if handle is not None:  # (None: started, but its handle never reached the database: the pid file names it)
+            host, _, pid_text = handle.rpartition(":")
+            if host != self._host or pid_text != str(pid):
+                return False
         if not _is_pod_process(pid, Path(run_dir)) or PodDir(run_dir).done.exists():
             return False
-        self._running[pod_id] = _Running(Path(run_dir), pid, None, _gpu_of(pid))  # new pods spread beside it
+        self._running[pod_id] = _Running(Path(run_dir), pid, None, _gpu_of(pid), start)  # new pods spread beside it
         return True
 
     def poll(self, timeout: float | None = None) -> list[PodOutcome]:
@@ -188,14 +194,15 @@ class ProcessBackend(Backend):
                     if code is None and marker is None:
                         continue
                     if code is None and marker == 0 and self.reuse:
-                        self._idle.append(_Idle(run.popen, run.gpu, time.monotonic()))  # ready for the next pod
+                        # ready for the next pod
+                        self._idle.append(_Idle(run.popen, run.gpu, time.monotonic(), run.start))
                     code = marker if code is None else code
                 elif marker is not None:
                     code = marker
                 elif _is_pod_process(run.pid, run.job_dir):  # (not a recycled pid: an adopted pod's is not ours)
                     continue
-                else:
-                    code = None  # an adopted pod: its exit status went to the orchestrator that started it
+                else:  # an adopted pod: its exit status went to the orchestrator that started it, its ``done`` here
+                    code = _read_done(run.job_dir)  # (again: it may have written it after the first look, then ended)
                 del self._running[pod_id]
                 done.append(_outcome(pod_id, run.job_dir, code))
             self._retire_idle(self.idle_timeout)
@@ -231,7 +238,7 @@ class ProcessBackend(Backend):
             try:
                 idle.popen.wait(timeout=2.0)
             except subprocess.TimeoutExpired:
-                _stop(_Running(Path("."), idle.popen.pid, idle.popen, idle.gpu))
+                _stop(_Running(Path("."), idle.popen.pid, idle.popen, idle.gpu, idle.start))
 
 
 def _visible_gpu(index: int) -> str:
@@ -263,14 +270,54 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot (field 22 of ``/proc/PID/stat``); None when there
+    is no such process (or no ``/proc``). It never changes while the process lives, and a later process that
+    is given the same pid has a later one: with the pid it names one process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _write_pid(run_dir: Path, pid: int, start: int | None) -> None:
+    """Record in ``run_dir/pod.pid`` that process ``pid``, started at ``start`` (:func:`_start_time`), runs its job."""
+    PodDir(run_dir).pid.write_text(f"{pid} {start}" if start is not None else str(pid))
+
+
+def _read_pid(run_dir: Path) -> tuple[int, int | None] | None:
+    """The (pid, start time) ``run_dir/pod.pid`` records; the start time is None in a file written by an older
+    podium (the pid alone). None when there is no such file, or it is damaged."""
+    try:
+        fields = PodDir(run_dir).pid.read_text().split()
+    except OSError:
+        return None
+    if not 1 <= len(fields) <= 2 or not all(f.isdigit() for f in fields):
+        return None
+    return int(fields[0]), int(fields[1]) if len(fields) == 2 else None
+
+
 def _is_pod_process(pid: int, run_dir: Path) -> bool:
-    """Whether ``pid`` is a live pod process working on ``run_dir`` (and not a recycled pid)."""
+    """Whether ``pid`` is the live pod process that ``run_dir/pod.pid`` records (and not a recycled pid).
+
+    The pid file names the process by its pid *and start time*. A pod's process may end and the system may give
+    its pid to another process — another pod's process of this tournament or of another, whose command line
+    looks the same — so the pid and the command line alone would accept the wrong process. Nor can the command
+    line name the run directory: a reused pod process keeps the first job's directory in its command line
+    while it runs later jobs (they arrive on its stdin). A pid file from an older podium (no start time) is
+    still read, checked by the pid and the command line only."""
+    recorded = _read_pid(run_dir)
+    if recorded is None or recorded[0] != pid:
+        return False
+    start = _start_time(pid)
+    if start is None or (recorded[1] is not None and recorded[1] != start):
+        return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        owner = PodDir(run_dir).pid.read_text().strip()
-    except (FileNotFoundError, PermissionError):
+    except (FileNotFoundError, PermissionError, ProcessLookupError):
         return False
-    return _alive(pid) and b"podium.tournament.backends.process" in cmdline and owner == str(pid)
+    return _alive(pid) and b"podium.tournament.backends.process" in cmdline
 
 
 def _read_done(run_dir: Path) -> int | None:
@@ -291,9 +338,16 @@ def _stop(*runs: _Running, grace: float = STOP_GRACE) -> None:
     def ended(run: _Running) -> bool:
         return run.popen.poll() is not None if run.popen is not None else not _alive(run.pid)
 
+    def recycled(run: _Running) -> bool:
+        """An adopted pod's pid that now belongs to another process (its own ended): never signalled."""
+        now = _start_time(run.pid) if run.popen is None and run.start is not None else None
+        return now is not None and now != run.start
+
     left = list(runs)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for run in left:
+            if recycled(run):
+                continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(run.pid, sig)
         end = time.monotonic() + grace
@@ -329,19 +383,34 @@ def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
     )
 
 
+class _Terminated(SystemExit):
+    """SIGTERM while no pod handles it (before a pod trains, between jobs): the process exits with 143."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated()
+
+
 def run_one(run_dir: str) -> int:
-    """Run the job in ``run_dir``; 0 = report written, 1 = failed (``error.txt``). Leaves ``done``.
-    A pod stopped by SIGTERM (the orchestrator preempting or cancelling it) saves its checkpoint and
-    this process exits with 143, leaving no ``done``."""
+    """Run the job in ``run_dir``; 0 = report written, 1 = failed (``error.txt``), 128 + the signal number =
+    stopped by SIGTERM or SIGINT (the orchestrator preempting or cancelling it, or a signal from outside; a pod
+    that was training saved its checkpoint first). Leaves ``done`` with that code in every case, so that an
+    orchestrator that did not start this process (it adopted the pod, and gets no exit status) learns how it
+    ended just as the one that started it does."""
     path = PodDir(run_dir)
     try:
         job = json.loads(path.job.read_text())
         spec = PodSpec(**job["spec"])
         run_job(PodJob(job["pod_id"], spec, path.root, bool(job.get("resume"))))
         code = 0
-    except PodInterrupted as exc:
+    except _Terminated:  # before the pod took SIGTERM over, or after it let it go
+        code = 128 + signal.SIGTERM
+    except KeyboardInterrupt as exc:  # PodInterrupted: checkpoint saved; else a second signal stopped it at once
         print(exc, flush=True)
-        sys.exit(exc.exit_code)
+        code = exc.exit_code if isinstance(exc, PodInterrupted) else 128 + signal.SIGINT
     except Exception:
         path.error.write_text(traceback.format_exc())
         traceback.print_exc()
@@ -364,7 +433,8 @@ def _log_to(run_dir: Path) -> None:
 
 def main(run_dir: str) -> int:
     """Entry point of a pod process: run the job in ``run_dir``, then, while the jobs succeed, the jobs
-    whose run directories arrive one per line on stdin (empty stdin: one job only)."""
+    whose run directories arrive one per line on stdin (empty stdin: one job only). Returns the exit code of
+    the process: the last job's (:func:`run_one`)."""
     code = run_one(run_dir)
     while code == 0:
         line = sys.stdin.readline()
@@ -376,5 +446,5 @@ def main(run_dir: str) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # exit cleanly (checkpoints are atomic anyway)
+    signal.signal(signal.SIGTERM, _terminate)  # exit cleanly, with 143 (checkpoints are atomic anyway)
     sys.exit(main(sys.argv[1]))

@@ -507,39 +507,55 @@ class RayBackend(Backend):
         return out
 
     def cancel(self, pod_id: str) -> None:
-        """Preempt a pod: SIGTERM makes it save its checkpoint and stop; its actor is then reused. A pod whose
-        task already ended gets no signal. An actor that has not started yet, or does not stop within ``grace``
-        seconds, is killed."""
-        doubt = self._doubtful.pop(pod_id, None)
-        if doubt is not None:
-            self._kill(doubt.run.slot)  # unreachable: waiting on its node would only time out
-        run = self._running.pop(pod_id, None)
-        if run is None:
-            return
-        ray = self._ray
-        ended, _ = ray.wait([run.ref], timeout=0)
-        if ended:  # the pod ended before it was preempted: its actor is idle, and SIGTERM would end its process
-            self._retire(run)
-            return
-        ready, _ = ray.wait([run.slot.where], timeout=0)
-        if not ready:  # the actor is not placed yet: nothing to save
-            self._kill(run.slot, running=True)
-            return
-        try:
-            node, pid, _host = ray.get(run.slot.where)
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        """Preempt a pod (see :meth:`cancel_many`)."""
+        self.cancel_many([pod_id])
 
-            strategy = NodeAffinitySchedulingStrategy(node, soft=False)
-            sent = self._send.options(num_cpus=0, scheduling_strategy=strategy).remote(pid, signal.SIGTERM)
-            ray.get(sent, timeout=self.grace)
-        except Exception:  # the actor or its node is gone, or the signal did not arrive in time
-            self._kill(run.slot, running=True)
-            return
-        done, _ = ray.wait([run.ref], timeout=self.grace)
-        if done:
-            self._retire(run, signalled=True)
-        else:
-            self._kill(run.slot, running=True)
+    def cancel_many(self, pod_ids: list[str]) -> None:
+        """Preempt pods, together: SIGTERM makes each save its checkpoint and stop; its actor is then reused.
+        Every pod is signalled first, then all are waited for at once, so the last gets as long to save as the
+        first and stopping many pods takes one ``grace`` period, not one per pod. A pod whose task already ended
+        gets no signal. An actor that has not started yet, or whose pod does not stop within ``grace`` seconds,
+        is killed (all such at once, each waited for until its process is gone)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self._ray
+        unreachable = [self._doubtful.pop(p).run.slot for p in pod_ids if p in self._doubtful]
+        self._kill(*unreachable)  # unreachable: waiting on their nodes would only time out
+        doomed: list[_Slot] = []  # actors to kill, with a pod in them
+        signalled: list[tuple[_Running, Any]] = []  # (the pod, the task that signals it)
+        for run in [self._running.pop(p) for p in pod_ids if p in self._running]:
+            if ray.wait([run.ref], timeout=0)[0]:  # it ended before it was preempted: its actor is idle, and
+                self._retire(run)  # SIGTERM would end its process
+            elif not ray.wait([run.slot.where], timeout=0)[0]:  # the actor is not placed yet: nothing to save
+                doomed.append(run.slot)
+            else:
+                try:
+                    node, pid, _host = ray.get(run.slot.where)
+                    strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+                    sent = self._send.options(num_cpus=0, scheduling_strategy=strategy).remote(pid, signal.SIGTERM)
+                except Exception:  # the actor or its node is gone
+                    doomed.append(run.slot)
+                    continue
+                signalled.append((run, sent))
+        if signalled:  # every signal on its way: now wait for them to arrive, then for the pods to stop
+            sent_refs = [sent for _, sent in signalled]
+            ray.wait(sent_refs, num_returns=len(sent_refs), timeout=self.grace)
+            stopping = []
+            for run, sent in signalled:
+                try:
+                    ray.get(sent, timeout=0)
+                except Exception:  # the actor or its node is gone, or the signal did not arrive in time
+                    doomed.append(run.slot)
+                    continue
+                stopping.append(run)
+            refs = [run.ref for run in stopping]
+            stopped, _ = ray.wait(refs, num_returns=len(refs), timeout=self.grace) if refs else ([], [])
+            for run in stopping:
+                if run.ref in stopped:
+                    self._retire(run, signalled=True)
+                else:
+                    doomed.append(run.slot)
+        self._kill(*doomed, running=True)
 
     def _retire(self, run: _Running, signalled: bool = False) -> None:
         """Park the actor of a cancelled pod whose task ended, or kill it where it may not serve another pod:
@@ -591,26 +607,32 @@ class RayBackend(Backend):
         slot.idle_since = time.monotonic()
         self._idle.append(slot)
 
-    def _kill(self, slot: _Slot, running: bool = False) -> None:
-        """Kill ``slot``'s actor. With a pod ``running`` in it, also wait (up to :data:`KILL_WAIT` s) until its
-        process is gone: ``ray.kill`` only asks (Ray reports the actor dead about 0.1 s before its process
-        exits), and the pod resumed at once would find its run directory still locked by the old process, or
-        its files still being written. Not on a node that is gone (nothing runs there any more)."""
+    def _kill(self, *slots: _Slot, running: bool = False) -> None:
+        """Kill the ``slots``' actors. With a pod ``running`` in them, also wait (up to :data:`KILL_WAIT` s, for
+        all of them together) until their processes are gone: ``ray.kill`` only asks (Ray reports the actor dead
+        about 0.1 s before its process exits), and the pod resumed at once would find its run directory still
+        locked by the old process, or its files still being written. Not on a node that is gone (nothing runs
+        there any more)."""
         ray = self._ray
-        place = None
-        if running and ray.wait([slot.where], timeout=0)[0]:
+        places = []
+        for slot in slots:
+            if running and ray.wait([slot.where], timeout=0)[0]:
+                with contextlib.suppress(Exception):
+                    places.append(ray.get(slot.where))
             with contextlib.suppress(Exception):
-                place = ray.get(slot.where)
-        with contextlib.suppress(Exception):
-            ray.kill(slot.actor, no_restart=True)
-        if place is None or self._node_dead(place[0]):
+                ray.kill(slot.actor, no_restart=True)
+        places = [place for place in places if not self._node_dead(place[0])]
+        if not places:
             return
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        node, pid, _host = place
-        waiter = self._gone.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        waiters = []
+        for node, pid, _host in places:
+            strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+            with contextlib.suppress(Exception):
+                waiters.append(self._gone.options(num_cpus=0, scheduling_strategy=strategy).remote(pid, KILL_WAIT))
         with contextlib.suppress(Exception):
-            ray.get(waiter.remote(pid, KILL_WAIT), timeout=KILL_WAIT + 5)
+            ray.get(waiters, timeout=KILL_WAIT + 5)
 
     def _retire_idle(self, older_than: float) -> None:
         now = time.monotonic()
@@ -648,10 +670,7 @@ class RayBackend(Backend):
         return said or self._node_dead(node)
 
     def shutdown(self) -> None:
-        for pod_id in list(self._running):
-            self.cancel(pod_id)
-        for pod_id in list(self._doubtful):
-            self.cancel(pod_id)
+        self.cancel_many([*self._running, *self._doubtful])
         self._retire_idle(0.0)
         ray = self._ray
         if self._requested:
