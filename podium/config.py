@@ -14,7 +14,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-__all__ = ["ConfigError", "PodSpec", "boolean_among_numbers", "boolean_error", "load_yaml", "validation_message"]
+__all__ = [
+    "ConfigError",
+    "PodSpec",
+    "boolean_among_numbers",
+    "boolean_error",
+    "load_yaml",
+    "refuse_booleans",
+    "validation_message",
+]
 
 
 class ConfigError(ValueError):
@@ -89,7 +97,22 @@ def boolean_error(value: Any, item: str | None = None) -> PydanticCustomError | 
     return PydanticCustomError("boolean_number", "{item}: {why}", {"why": why, "item": item})
 
 
+def refuse_booleans(model: type[BaseModel], data: Any) -> Any:
+    """The body of a ``mode="before"`` model validator: ``data`` unchanged, or the error of its first field that
+    takes a number (or a list of them) and was given ``true`` or ``false`` (pydantic's lax mode reads them as
+    1 and 0: ``steps: true`` would train one step, ``learning_rate: true`` at a step size of 1)."""
+    if isinstance(data, dict):
+        for name, field in model.model_fields.items():
+            if name in data and _takes_numbers(field.annotation):
+                error = boolean_error(data[name], name)
+                if error is not None:
+                    raise error
+    return data
+
+
 def _boolean_in(value: Any, path: tuple[str, ...] = ()) -> tuple[tuple[str, ...], str] | None:
+    if isinstance(value, bool):
+        return path, f"{str(value).lower()} is a boolean where a number belongs; give a number"
     if isinstance(value, dict):
         for key, item in value.items():
             found = _boolean_in(item, (*path, str(key)))
@@ -249,6 +272,11 @@ class PodSpec(BaseModel):
             raise ValueError(exc.args[0]) from None
         return value.lower()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: Any) -> Any:
+        return refuse_booleans(cls, data)
+
     @field_validator("hparams")
     @classmethod
     def _no_booleans_for_numbers(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
@@ -257,7 +285,7 @@ class PodSpec(BaseModel):
         algo = info.data.get("algo")  # absent when it was refused
         fields = get_algo(algo).Config.model_fields if algo in algo_names() else {}
         for name, item in value.items():
-            if name in fields and _holds_numbers(fields[name].annotation):
+            if name in fields and _takes_numbers(fields[name].annotation):
                 error = boolean_error(item, name)
                 if error is not None:
                     raise error
@@ -290,10 +318,14 @@ class PodSpec(BaseModel):
         return self
 
 
-def _holds_numbers(annotation: Any) -> bool:
-    """Whether a field of this type is a list or tuple of numbers (``tuple[int, ...]``, ``list[float] | None``)."""
+def _takes_numbers(annotation: Any) -> bool:
+    """Whether a field of this type takes a number or a list or tuple of numbers (``int``, ``float | None``,
+    ``tuple[int, ...]``, ``list[float] | None``), and never a boolean."""
+    if annotation in (int, float):
+        return True
     if get_origin(annotation) in (Union, UnionType):
-        return any(_holds_numbers(a) for a in get_args(annotation))
+        options = [a for a in get_args(annotation) if a is not type(None)]
+        return bool not in options and any(_takes_numbers(a) for a in options)
     if get_origin(annotation) not in (list, tuple, Sequence):
         return False
     items = [a for a in get_args(annotation) if a is not Ellipsis]

@@ -330,3 +330,30 @@ def test_a_boolean_in_a_list_of_numbers_is_refused_not_read_as_one(tmp_path):
         make_spec(env="Pendulum-v1", algo="sac", steps=100, hparams={"hidden_sizes": [64, True]})
     spec = make_spec(env="Pendulum-v1", algo="sac", steps=100, hparams={"hidden_sizes": [64, 32], "batch_size": 64})
     assert spec.hparams["hidden_sizes"] == [64, 32]  # numbers are as welcome as ever
+
+
+def test_a_boolean_where_a_number_belongs_is_refused_not_read_as_one(tmp_path):
+    """``steps: true`` trained one step and ``learning_rate: true`` at a step size of 1: pydantic's lax mode
+    reads a boolean as 1 or 0 in a number field, in a pod spec, an algorithm's config and a tournament's."""
+    from pydantic import ValidationError
+
+    from podium.algos.ppo import PPOConfig
+    from podium.algos.sac import SACConfig
+    from podium.api import make_spec
+    from podium.config import ConfigError
+    from podium.tournament.config import load_tournament_config
+
+    (tmp_path / "c.yaml").write_text("env: CartPole-v1\nalgo: ppo\nsteps: yes\n")  # YAML 1.1's yes is true
+    result = runner.invoke(app, ["train", "--config", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "c.yaml: steps: true is a boolean where a number belongs" in result.output
+    with pytest.raises(ConfigError, match=r"^pod spec: hparams.learning_rate: true is a boolean where a number"):
+        make_spec(env="Pendulum-v1", algo="ppo", steps=100, hparams={"learning_rate": True})
+    with pytest.raises(ValidationError, match="update_epochs: false is a boolean where a number belongs"):
+        PPOConfig(update_epochs=False)
+    with pytest.raises(ValidationError, match="target_entropy: true is a boolean"):
+        SACConfig(target_entropy=True)  # float | None
+    for fields, where in ((dict(seconds=True), "seconds"), (dict(seconds=60, pool={"max": True}), "pool.max")):
+        with pytest.raises(ConfigError, match=rf"^tournament config: {where}: true is a boolean where a number"):
+            load_tournament_config(None, env="Pendulum-v1", **fields)
+    assert PPOConfig(normalize_reward=True, learning_rate=1).learning_rate == 1.0  # booleans and numbers as ever
+    assert not (tmp_path / "r").exists()

@@ -24,7 +24,9 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from podium.config import refuse_booleans
 
 __all__ = ["Agent", "AgentConfig", "algo_names", "get_algo", "register_algo"]
 
@@ -46,6 +48,11 @@ class AgentConfig(BaseModel):
     choices: ClassVar[dict[str, tuple[Any, ...]]] = {}
     shape: ClassVar[frozenset[str]] = frozenset()
     alternatives: ClassVar[tuple[frozenset[str], ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: Any) -> Any:
+        return refuse_booleans(cls, data)  # learning_rate: true is not a step size of 1
 
 
 class Agent(ABC):

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from podium.config import ConfigError, PodSpec, boolean_error, load_yaml, validation_message
+from podium.config import ConfigError, PodSpec, boolean_error, load_yaml, refuse_booleans, validation_message
 from podium.rundir import safe_name
 
 __all__ = [
@@ -63,6 +63,11 @@ minutes on two cores."""
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans(cls, data: Any) -> Any:
+        return refuse_booleans(cls, data)  # seconds: true is not one second
 
 
 class PoolConfig(_Strict):
