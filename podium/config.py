@@ -171,7 +171,9 @@ class PodSpec(BaseModel):
     steps: int | None = Field(default=None, gt=0)
     """Budget in env steps (all sub-envs together). At least one of steps/seconds/target must be set."""
     seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    """Budget in wall-clock seconds."""
+    """Budget in wall-clock seconds (a resumed run counts its earlier ones), checked after each collect-and-learn
+    iteration: a run ends within one iteration past it (a fraction of a second for the presets on a CPU;
+    GPU-sized rollouts on a CPU take longer)."""
     target: float | None = Field(default=None, allow_inf_nan=False)
     """Stop as soon as a snapshot's evaluation mean reaches this score and its confirmation on fresh episodes
     (``confirm_episodes``, ``confirm_margin``) does too."""
