@@ -276,7 +276,7 @@ class PodSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_booleans(cls, data: Any) -> Any:
+    def _no_boolean_numbers(cls, data: Any) -> Any:
         return refuse_booleans(cls, data)
 
     @field_validator("hparams")

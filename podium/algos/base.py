@@ -51,7 +51,7 @@ class AgentConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_booleans(cls, data: Any) -> Any:
+    def _no_boolean_numbers(cls, data: Any) -> Any:
         return refuse_booleans(cls, data)  # learning_rate: true is not a step size of 1
 
 

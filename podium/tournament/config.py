@@ -66,7 +66,7 @@ class _Strict(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _no_booleans(cls, data: Any) -> Any:
+    def _no_boolean_numbers(cls, data: Any) -> Any:
         return refuse_booleans(cls, data)  # seconds: true is not one second
 
 
