@@ -116,8 +116,8 @@ def train(
 
     Raises:
         PodInterrupted: Ctrl-C/SIGTERM stopped training; its last checkpoint holds every step (resume it).
-        RunDirError: ``run_dir`` holds another run (choose another, resume it, or ``overwrite=True``), or
-            ``resume`` is a tournament's pod (resume the tournament).
+        RunDirError: ``run_dir`` holds another run (choose another, resume it, or ``overwrite=True``) or lies
+            in a tournament's ``pods`` folder, or ``resume`` is a tournament's pod (resume the tournament).
         ConfigError: a bad field or hyperparameter (the message names it).
 
     Example:
@@ -148,6 +148,13 @@ def train(
             )
         return Pod.resume(resume, progress=progress, **budget).run()
     spec = make_spec(config, env=env, algo=algo, **fields)
+    owner = PodDir(run_dir).tournament() if run_dir is not None else None
+    if owner is not None:  # the tournament names its pods p0001, p0002, ... and claims them as it goes
+        raise RunDirError(
+            f"{run_dir} lies in the pods folder of the tournament in {owner.root}, whose pods it names and "
+            "writes (overwrite would replace one of them behind its leaderboard, a new name would be taken when "
+            "the tournament reaches it); choose a run directory outside that folder"
+        )
     return Pod(spec, run_dir=run_dir, progress=progress, overwrite=overwrite).run()
 
 

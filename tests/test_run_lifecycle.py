@@ -578,3 +578,23 @@ def test_a_tournaments_pod_is_resumed_with_its_tournament_not_alone(tmp_path, mo
     assert {p: p.read_bytes() for p in pod_dir.rglob("*") if p.is_file()} == before  # nothing lost or changed
     (t_dir / "tournament.yaml").unlink()  # a pod's run elsewhere resumes as before
     assert podium.train(resume=pod_dir, steps=1024).steps >= 1024
+
+
+def test_a_new_run_in_a_tournaments_pods_folder_is_refused_with_or_without_overwrite(tmp_path):
+    """``podium train --run-dir t/pods/p0001 --overwrite`` replaced the tournament's pod behind its leaderboard,
+    and a new ``t/pods/p0009`` took a name the tournament gives its ninth pod (which then failed on it)."""
+    t_dir = tmp_path / "t"
+    pod_dir = t_dir / "pods" / "p0001"
+    podium.train("Pendulum-v1", "ppo", steps=512, run_dir=pod_dir, **FAST)
+    (t_dir / "tournament.yaml").write_text("name: t\nconfig: {}\n")
+    before = {p: p.read_bytes() for p in t_dir.rglob("*") if p.is_file()}
+    for run_dir, overwrite in ((pod_dir, True), (t_dir / "pods" / "p0009", False)):
+        with pytest.raises(RunDirError, match=rf"lies in the pods folder of the tournament in {t_dir}"):
+            podium.train("Pendulum-v1", "ppo", steps=512, run_dir=run_dir, overwrite=overwrite, **FAST)
+    result = runner.invoke(
+        app,
+        ["train", "Pendulum-v1", "--steps", "512", "--run-dir", str(pod_dir), "--overwrite"],
+        env={"COLUMNS": "300"},
+    )
+    assert result.exit_code == 2 and "choose a run directory outside that folder" in result.output, result.output
+    assert {p: p.read_bytes() for p in t_dir.rglob("*") if p.is_file()} == before  # nothing written or deleted
