@@ -170,10 +170,10 @@ class GeneratorConfig(_Strict):
                     raise ValueError(f"choices.{algo}.{name}: need at least two different options, got {options}")
         return {algo.lower(): fields for algo, fields in value.items()}
 
-    @field_validator("perturb", "ranges", mode="before")
+    @field_validator("ranges", mode="before")
     @classmethod
-    def _no_booleans(cls, value: Any) -> Any:
-        error = boolean_error(value)  # pydantic would read true as 1.0
+    def _no_booleans_in_ranges(cls, value: Any) -> Any:
+        error = boolean_error(value)  # pydantic would read true as 1.0 (perturb: _Strict's rule covers it)
         if error is not None:
             raise error
         return value
