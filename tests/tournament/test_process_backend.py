@@ -428,6 +428,45 @@ def test_an_adopted_pod_stopped_from_outside_is_lost_as_is_one_this_orchestrator
                     os.killpg(pid, signal.SIGKILL)
 
 
+def _handles_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for SIGTERM (its ``SigCgt`` mask in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
+def test_an_adopted_pod_stopped_while_its_process_imports_is_lost_not_failed(tmp_path):
+    """A pod process spends seconds importing torch and the pod, and it took SIGTERM over only after that: a
+    SIGTERM in that time killed it without leaving ``done``, so an orchestrator that had adopted the pod (it gets
+    no exit status) recorded it as failed ("ended without a report") instead of resuming it."""
+    from podium.tournament.backends.process import POD_ENTRY, ProcessBackend, _start_time, _write_pid
+
+    run_dir = tmp_path / "p0001"
+    run_dir.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", POD_ENTRY, str(run_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    backend = ProcessBackend()
+    try:
+        _wait(lambda: proc.poll() is not None or _handles_sigterm(proc.pid), 30, "the pod process to handle SIGTERM")
+        _write_pid(run_dir, proc.pid, _start_time(proc.pid))  # as the orchestrator that started it (and died) did
+        assert backend.adopt("p0001", None, run_dir)
+        os.kill(proc.pid, signal.SIGTERM)  # `kill PID`, while the process still imports torch
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        assert (run_dir / "done").read_text() == str(128 + signal.SIGTERM)
+        [outcome] = _collect(backend, 1)
+        assert outcome.lost and "stopped by a SIGTERM from outside the tournament" in (outcome.error or ""), outcome
+    finally:
+        backend.detach()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def test_a_pod_is_pinned_to_the_gpu_the_orchestrator_was_given(monkeypatch):
     """With CUDA_VISIBLE_DEVICES=2,3 the orchestrator's pods ran on physical GPUs 0 and 1."""
     from podium.tournament.backends.process import _visible_gpu

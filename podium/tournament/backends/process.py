@@ -1,8 +1,9 @@
 """Process backend: every pod is a local subprocess (the embedded default).
 
-A pod process runs ``python -m podium.tournament.backends.process POD_RUN_DIR``, reading its job from
-``POD_RUN_DIR/job.json`` and writing ``report.json`` (finished) or ``error.txt`` (failed), then ``done``
-(its exit code: 0, 1, or 128 + the signal that stopped it); its output goes to ``POD_RUN_DIR/pod.log``.
+A pod process runs ``python -m podium._pod_entry POD_RUN_DIR`` (which takes SIGTERM over before it imports
+torch, then calls :func:`main` here), reading its job from ``POD_RUN_DIR/job.json`` and writing
+``report.json`` (finished) or ``error.txt`` (failed), then ``done`` (its exit code: 0, 1, or 128 + the
+signal that stopped it, also while it was still importing); its output goes to ``POD_RUN_DIR/pod.log``.
 The backend writes ``POD_RUN_DIR/pod.pid`` when it hands the job to a process: the process's pid and its
 start time, which together name that one process (the system gives a pid to another process once its
 process ended). CPU pods pin their torch/OpenMP threads to ``ceil(cpus_per_pod)`` so the pool does not
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from podium._pod_entry import Terminated
 from podium.config import PodSpec
 from podium.machine import CPUS_ENV, local_cpus
 from podium.pod import PodInterrupted
@@ -56,7 +58,13 @@ from podium.tournament.backends import (
 if TYPE_CHECKING:
     from podium.tournament.config import TournamentConfig
 
-__all__ = ["ProcessBackend"]
+__all__ = ["POD_ENTRY", "ProcessBackend"]
+
+POD_ENTRY = "podium._pod_entry"
+"""The module a pod process runs (``python -m POD_ENTRY POD_RUN_DIR``); its command line marks the process as a
+pod's."""
+_OLD_POD_ENTRY = "podium.tournament.backends.process"
+"""What pod processes of an older podium ran: still adopted (a tournament resumed after an upgrade)."""
 
 
 @dataclass
@@ -136,7 +144,7 @@ class ProcessBackend(Backend):
                 env["CUDA_VISIBLE_DEVICES"] = _visible_gpu(gpu)
             with open(pod_dir.log, "ab") as log:
                 popen = subprocess.Popen(
-                    [sys.executable, "-m", "podium.tournament.backends.process", str(run_dir.resolve())],
+                    [sys.executable, "-m", POD_ENTRY, str(run_dir.resolve())],
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.PIPE if self.reuse else subprocess.DEVNULL,
@@ -317,7 +325,7 @@ def _is_pod_process(pid: int, run_dir: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except (FileNotFoundError, PermissionError, ProcessLookupError):
         return False
-    return _alive(pid) and b"podium.tournament.backends.process" in cmdline
+    return _alive(pid) and any(name.encode() in cmdline for name in (POD_ENTRY, _OLD_POD_ENTRY))
 
 
 def _read_done(run_dir: Path) -> int | None:
@@ -383,17 +391,6 @@ def _outcome(pod_id: str, run_dir: Path, code: int | None) -> PodOutcome:
     )
 
 
-class _Terminated(SystemExit):
-    """SIGTERM while no pod handles it (before a pod trains, between jobs): the process exits with 143."""
-
-    def __init__(self) -> None:
-        super().__init__(128 + signal.SIGTERM)
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise _Terminated()
-
-
 def run_one(run_dir: str) -> int:
     """Run the job in ``run_dir``; 0 = report written, 1 = failed (``error.txt``), 128 + the signal number =
     stopped by SIGTERM or SIGINT (the orchestrator preempting or cancelling it, or a signal from outside; a pod
@@ -406,7 +403,7 @@ def run_one(run_dir: str) -> int:
         spec = PodSpec(**job["spec"])
         run_job(PodJob(job["pod_id"], spec, path.root, bool(job.get("resume"))))
         code = 0
-    except _Terminated:  # before the pod took SIGTERM over, or after it let it go
+    except Terminated:  # before the pod took SIGTERM over, or after it let it go
         code = 128 + signal.SIGTERM
     except KeyboardInterrupt as exc:  # PodInterrupted: checkpoint saved; else a second signal stopped it at once
         print(exc, flush=True)
@@ -445,6 +442,7 @@ def main(run_dir: str) -> int:
     return code
 
 
-if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, _terminate)  # exit cleanly, with 143 (checkpoints are atomic anyway)
-    sys.exit(main(sys.argv[1]))
+if __name__ == "__main__":  # what pod processes of an older podium ran; now podium._pod_entry
+    from podium._pod_entry import main as _entry
+
+    sys.exit(_entry(sys.argv))
