@@ -333,6 +333,12 @@ class TensorVecEnv(VecEnv):
         """Observation batch ``[N, *obs_shape]`` of ``state``: new memory, never a view of the state (a caller
         may change an observation in place). Pure."""
 
+    def _cut_off(self, state: State) -> torch.Tensor | None:
+        """Optional: the sub-envs (``[N]`` bool) whose episode the env itself ends in ``state`` without the task
+        having ended, e.g. a trading env whose market data runs out. They are *truncated* (an agent bootstraps
+        from their last observation), like a time limit, and unlike ``terminated``. Pure. Default: ``None``."""
+        return None
+
     def _step_info(self, state: State) -> dict[str, torch.Tensor]:
         """Optional extra ``info`` entries (each ``[N, ...]``) computed from the state right after
         :meth:`_dynamics`, before auto-reset replaces finished sub-envs. Pure. Default: none."""
@@ -466,10 +472,13 @@ class TensorVecEnv(VecEnv):
         state, reward, terminated = self._dynamics(state, actions)
         reward = reward.to(torch.float32)
         ep_return, ep_length = ep_return + reward, ep_length + 1
-        if self.max_episode_steps is None:
+        cut = self._cut_off(state)
+        if self.max_episode_steps is None and cut is None:
             truncated, done = torch.zeros_like(terminated), terminated
         else:
-            truncated = (ep_length >= self.max_episode_steps) > terminated  # limit reached, not terminated
+            limit = ep_length >= self.max_episode_steps if self.max_episode_steps is not None else None
+            cut = cut if limit is None else limit if cut is None else cut | limit
+            truncated = cut > terminated  # cut off (a time limit, the env's own end), not terminated
             done = terminated | truncated
         final_obs = self._as_obs(self._observe(state))
         extra = self._step_info(state)

@@ -481,15 +481,16 @@ def backtest(
         cost = torch.zeros_like(value)
         held = torch.empty((num_days, num_stocks), dtype=env.dtype, device=env.device)
         value[0], cash[0], held[0] = env.account_value[0], env.cash[0], env.holdings[0]
-        terminated = torch.zeros(1, dtype=torch.bool, device=env.device)
+        ended = torch.zeros(1, dtype=torch.bool, device=env.device)
         delay = FILLS.index(env.fill)
         for t in range(num_days - 1):  # one step per trading day; the last day only closes the books
-            obs, _, terminated, _, info = env.step(_act(members, obs, deterministic))
+            obs, _, terminated, truncated, info = env.step(_act(members, obs, deterministic))
+            ended = terminated | truncated  # (the data's end: truncated, or terminated with score="sharpe")
             value[t + 1] = info["account_value"][0]
             cash[t + 1] = info["cash"][0]
             held[t + 1] = info["holdings"][0]
             cost[t + delay] = info["transaction_cost"][0]  # on the day the orders fill
-        if not bool(terminated[0]):
+        if not bool(ended[0]):
             raise RuntimeError("the backtest episode did not end on the last day of the period (env rules changed?)")
         value_np, cash_np, cost_np = (x.cpu().numpy() for x in (value, cash, cost))
         held_np = held.cpu().numpy()

@@ -21,8 +21,13 @@ day advances to ``d + 1`` and the reward is the change of the account value
 
     ``value(d) = cash + sum_s holdings[s] * close[d, s]``    (dollars)
 
-times ``reward_scaling``. The episode *terminates* when the day reaches the last day of the data
-(``T - 1``); it is *truncated* after ``max_episode_steps`` steps if that comes first.
+times ``reward_scaling``. The episode ends when the day reaches the last day of the data (``T - 1``), or
+after ``max_episode_steps`` steps if that comes first, and both ends are *truncations*: the account and
+the market go on after the data does, so an agent bootstraps the value of the last day as it does at a
+time limit, rather than learning that the last days are worth nothing (the observation does not say how
+many days are left, and a policy trades later periods: Pardo et al., "Time Limits in Reinforcement
+Learning", 2018). With ``score="sharpe"`` (one reward, the episode's Sharpe ratio, at its end) the last
+day *terminates* the episode: the score is of that episode alone.
 Training (``random_start=True``): ``d0`` is uniform in ``0 .. floor(start_fraction * (T - 2))``
 and the cash is ``initial_cash × U(1 - cash_jitter, 1 + cash_jitter)``. Evaluation
 (``random_start=False``): ``d0 = 0`` and the cash is exactly ``initial_cash``.
@@ -333,9 +338,14 @@ class StockTradingVecEnv(TensorVecEnv):
             var = (squares - count * mean * mean).clamp_min(0.0) / (count - 1.0).clamp_min(1.0)
             sharpe = torch.where(var > 1e-20, mean / var.clamp_min(1e-20).sqrt() * math.sqrt(252.0), 0.0)
             reward = torch.where(done & (count > 1.0), sharpe, torch.zeros_like(sharpe))
-        else:
+        else:  # the account goes on after the data ends: a cut-off (_cut_off), not a termination
             reward = (new_value - value) * self.reward_scaling
+            done = torch.zeros_like(done)
         return (cash, holdings, day, new_value, fee, count, total, squares), reward, done
+
+    def _cut_off(self, state: State) -> torch.Tensor | None:
+        """The accounts whose data ran out (their day is the last one): truncated, with ``score="return"``."""
+        return state[2] >= self.num_days - 1 if self.score == "return" else None
 
     def _observe(self, state: State) -> torch.Tensor:
         cash, holdings, day = state[:3]
@@ -540,9 +550,11 @@ class StockTradingEnv(gym.Env):
         self.data = self.df.loc[self.day]
         end_value = self.cash + float(np.sum(self.holdings * self.data["close"].to_numpy()))
         reward = (end_value - begin_value) * self.reward_scaling
-        terminated = self.day >= self.market.num_days - 1
-        truncated = not terminated and self.max_episode_steps is not None and self.steps >= self.max_episode_steps
-        return self._observation(), float(reward), terminated, truncated, self._info(traded * self.transaction_cost)
+        # the data's end cuts the episode off, as a time limit does (module docstring): never a termination
+        truncated = self.day >= self.market.num_days - 1 or (
+            self.max_episode_steps is not None and self.steps >= self.max_episode_steps
+        )
+        return self._observation(), float(reward), False, truncated, self._info(traded * self.transaction_cost)
 
     @property
     def account_value(self) -> float:

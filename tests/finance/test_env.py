@@ -87,8 +87,8 @@ def test_next_close_fills_the_orders_of_a_day_at_the_next_days_close(market: Mar
     assert info["cash"].item() == pytest.approx(after_buy + 100 * p2 * (1 - COST), abs=1e-9)
     last = market.num_days - 1  # the last step's orders fill on the last day: the data has it
     place(env, cash, last - 1)
-    _, _, terminated, _, info = env.step(order(s3=1.0))
-    assert terminated.item() and info["cash"].item() == pytest.approx(cash - 100 * market.close[last, 3] * (1 + COST))
+    _, _, _, truncated, info = env.step(order(s3=1.0))
+    assert truncated.item() and info["cash"].item() == pytest.approx(cash - 100 * market.close[last, 3] * (1 + COST))
     with pytest.raises(ValueError, match="fill 'open' is not one of close, next_close"):
         make_env(market, fill="open")
 
@@ -181,14 +181,17 @@ def test_turbulence_liquidates_and_blocks_buys(market: MarketData) -> None:
     assert short.holdings.abs().sum().item() == 0  # the short was bought back, no new short opened
 
 
-def test_episode_terminates_on_the_last_day_and_reports_it(market: MarketData) -> None:
+def test_the_last_day_cuts_the_episode_off_and_reports_it(market: MarketData) -> None:
+    """The data's end is a time limit, not the end of the account: truncated, so that an agent bootstraps the
+    value of the last day (it was *terminated*, which taught the critic that the last days of every training
+    episode were worth nothing, though nothing in an observation says how many days are left)."""
     env = make_env(market, num_envs=2)
     last = market.num_days - 1
     held = torch.zeros(2, S, dtype=torch.float64)
     held[:, 0] = 10.0
     env.set_state(torch.tensor([5e3, 5e3]), held, torch.tensor([last - 1, last - 3]))
     obs, _, terminated, truncated, info = env.step(torch.zeros(2, S))
-    assert terminated.tolist() == [True, False] and not truncated.any()
+    assert truncated.tolist() == [True, False] and not terminated.any()
     assert info["day"].tolist() == [last, last - 2]
     assert info["account_value"][0].item() == pytest.approx(5e3 + 10 * market.close[last, 0], abs=1e-9)
     assert info["_final_obs"].tolist() == [True, False]
@@ -290,7 +293,7 @@ def test_batched_env_matches_reference_env(market: MarketData, config: dict[str,
             assert info_i["transaction_cost"] == pytest.approx(info["transaction_cost"][i].item(), abs=1e-6)
             assert reward_i == pytest.approx(reward[i].item(), rel=1e-5, abs=1e-6)  # float32 rewards
             assert (terminated_i, truncated_i) == (terminated[i].item(), truncated[i].item())
-            if terminated_i:
+            if terminated_i or truncated_i:
                 np.testing.assert_allclose(obs_i, info["final_obs"][i].numpy(), rtol=1e-6, atol=1e-6)
                 obs_i, _ = env.reset(options={"day": 0})
             else:
@@ -334,12 +337,13 @@ def test_a_sharpe_scored_episode_returns_the_sharpe_ratio_that_the_backtest_repo
         total = torch.zeros(2, dtype=torch.float64)
         start = env.account_value.clone()
         for _ in range(env.num_days - 1):
-            _, reward, terminated, _, info = env.step(actions)
+            _, reward, terminated, truncated, info = env.step(actions)
             total += reward.double()
             if score == "return":
                 for k in range(2):
                     values[k].append(float(info["account_value"][k]))
-        assert bool(terminated.all())
+        # a Sharpe ratio is the score of the episode that ends there: terminated; a profit goes on: truncated
+        assert bool(terminated.all() if score == "sharpe" else truncated.all() and not terminated.any())
         if score == "sharpe":
             returns = total
     for k in range(2):
@@ -403,15 +407,14 @@ def test_the_reference_env_refuses_what_the_batched_env_refuses(market):
         env.step(np.full(S, np.nan))
 
 
-def test_the_reference_env_truncates_at_its_step_limit_unless_the_data_ends_there(market):
+def test_the_reference_env_truncates_at_its_step_limit_and_where_the_data_ends(market):
     T = market.num_days
     env = StockTradingEnv(data=market, random_start=False, max_episode_steps=3)
-    for start, ends in ((0, "truncated"), (T - 4, "terminated")):
+    for start in (0, T - 4):  # the limit, then the data's last day, at the third step
         env.reset(options={"day": start})
         for step in range(1, 4):
             _, _, terminated, truncated, info = env.step(np.zeros(S))
-            expected = (ends == "terminated", ends == "truncated") if step == 3 else (False, False)
-            assert (terminated, truncated) == expected
+            assert (terminated, truncated) == (False, step == 3)
         assert info["day"] == start + 3
         env.reset(options={"day": start})  # a reset starts the count again
         assert env.step(np.zeros(S))[3] is False
