@@ -1,9 +1,10 @@
 """Tournament vs a single pod: same machine, same cores, same wall-clock budget, median over seeds.
 
 The claim under test: a tournament beats a single pod on the same compute. Per task and seed index:
-  * ``tournament``  ``podium.tournament`` with the process backend, the task's algorithm mix (or
-                    ``--mix``), rounds of ``--round`` seconds per pod, and a pool of ``cores`` pods with
-                    one torch thread each (``pool.min = pool.max = cores``, ``cpus_per_pod = 1``);
+  * ``tournament``  ``podium.tournament`` with the process backend, podium's default algorithm mix
+                    (PPO, SAC, TD3 in that order; Acrobot: PPO, DQN; or ``--mix``), rounds of ``--round``
+                    seconds per pod (default podium's, 20 s), and a pool of ``cores`` pods with one torch thread each
+                    (``pool.min = pool.max = cores``, ``cpus_per_pod = 1``);
   * ``single ALGO`` one pod as ``podium.train`` builds it (podium's defaults and presets) with
                     ``torch_threads = cores``, for every algorithm of ``--single`` (default: the mix's);
                     ``--single-threads 2,1`` also runs it with other thread counts. Note that a pod told
@@ -77,17 +78,30 @@ from podium.machine import local_cpus as machine_cores
 class Task:
     env: str
     target: float
-    mix: dict[str, float]
+    mix: dict[str, float] | None = None
+    """The tournament's algorithm mix; ``None``: podium's default (``TournamentConfig.algos``), in its order,
+    which decides who plays the first round when there are fewer slots than algorithms."""
 
 
 TASKS: dict[str, Task] = {
-    "pendulum": Task("Pendulum-v1", -150.0, {"ppo": 1.0, "sac": 1.0, "td3": 1.0}),
-    "mcc": Task("MountainCarContinuous-v0", 90.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
-    "acrobot": Task("Acrobot-v1", -80.0, {"ppo": 1.0, "dqn": 1.0}),
+    "pendulum": Task("Pendulum-v1", -150.0),
+    "mcc": Task("MountainCarContinuous-v0", 90.0),
+    "acrobot": Task("Acrobot-v1", -80.0, {"ppo": 1.0, "dqn": 1.0}),  # discrete actions: not SAC or TD3
     # gymnasium's Box2D envs (pip install -e ".[box2d]"), through podium's gymnasium adapter
-    "lunar": Task("LunarLanderContinuous-v3", 200.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
-    "bipedal": Task("BipedalWalker-v3", 300.0, {"sac": 1.0, "td3": 1.0, "ppo": 1.0}),
+    "lunar": Task("LunarLanderContinuous-v3", 200.0),
+    "bipedal": Task("BipedalWalker-v3", 300.0),
 }
+
+
+def task_mix(task: Task) -> dict[str, float]:
+    """``task``'s mix, podium's default one unless the task names its own."""
+    if task.mix is not None:
+        return task.mix
+    from podium.tournament.config import TournamentConfig
+
+    return dict(TournamentConfig.model_fields["algos"].default_factory())
+
+
 DEFAULT_TASKS = "pendulum,acrobot"
 BOX2D_ENVS = ("LunarLanderContinuous-v3", "BipedalWalker-v3")
 SCHEME_LABELS = {"leaderboard": "tournament", "truncation": "tournament (truncation)"}
@@ -531,8 +545,17 @@ def main() -> None:
     )
     parser.add_argument("--target", type=float, default=None, help="target for every task given (default: task's)")
     parser.add_argument("--seconds", type=float, default=120.0, help="wall-clock budget per run, from its launch")
-    parser.add_argument("--round", type=float, default=10.0, help="seconds per pod round in the tournament")
-    parser.add_argument("--mix", default=None, help="tournament mix for every task, e.g. ppo=1,sac=2 (default: task's)")
+    parser.add_argument(
+        "--round",
+        type=float,
+        default=None,
+        help="seconds per pod round in the tournament and per Ray Tune PBT iteration (default: podium's, pod.seconds)",
+    )
+    parser.add_argument(
+        "--mix",
+        default=None,
+        help="tournament mix for every task, e.g. ppo=1,sac=2 (default: podium's; Acrobot: ppo, dqn)",
+    )
     parser.add_argument(
         "--single", default=None, help='algorithms run as a single pod, e.g. sac,td3 (default: mix; "": none)'
     )
@@ -601,6 +624,10 @@ def main() -> None:
     if args.target is not None:
         for name in tasks:
             TASKS[name] = replace(TASKS[name], target=args.target)
+    if args.round is None:  # podium's default round: what `podium tournament` gives a pod without pod.seconds
+        from podium.tournament.config import TournamentConfig
+
+        args.round = float(TournamentConfig.model_fields["pod"].default_factory()["seconds"])
     cores = args.cores or machine_cores()
     thread_counts = [int(t) for t in args.single_threads.split(",")] if args.single_threads else [cores]
     if any(t < 1 for t in thread_counts):
@@ -645,7 +672,7 @@ def main() -> None:
     runs: list[Run] = []
     plan: list[tuple[str, list[tuple[str, str | None, int]]]] = []
     for name in tasks:
-        mix = _parse_mix(args.mix) if args.mix else TASKS[name].mix
+        mix = _parse_mix(args.mix) if args.mix else task_mix(TASKS[name])
         # --single "": no single pods (e.g. to add Ray Tune PBT runs to a row)
         singles = (
             [a.strip().lower() for a in args.single.split(",") if a.strip()] if args.single is not None else list(mix)
@@ -666,7 +693,7 @@ def main() -> None:
     seed_indices = range(args.first_seed, args.first_seed + args.seeds)
     for name, contestants in plan:
         task = TASKS[name]
-        mix = _parse_mix(args.mix) if args.mix else task.mix
+        mix = _parse_mix(args.mix) if args.mix else task_mix(task)
         for index in seed_indices:
             for contestant, algo, threads in contestants:
                 tournament = algo is None
