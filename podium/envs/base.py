@@ -472,12 +472,13 @@ class TensorVecEnv(VecEnv):
         state, reward, terminated = self._dynamics(state, actions)
         reward = reward.to(torch.float32)
         ep_return, ep_length = ep_return + reward, ep_length + 1
-        cut = self._cut_off(state)
-        if self.max_episode_steps is None and cut is None:
+        cut = self._cut_off(state)  # the env's own end (e.g. its data ran out), or None
+        if self.max_episode_steps is not None:
+            limit = ep_length >= self.max_episode_steps
+            cut = limit if cut is None else cut | limit
+        if cut is None:
             truncated, done = torch.zeros_like(terminated), terminated
         else:
-            limit = ep_length >= self.max_episode_steps if self.max_episode_steps is not None else None
-            cut = cut if limit is None else limit if cut is None else cut | limit
             truncated = cut > terminated  # cut off (a time limit, the env's own end), not terminated
             done = terminated | truncated
         final_obs = self._as_obs(self._observe(state))
