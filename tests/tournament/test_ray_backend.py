@@ -360,8 +360,10 @@ def test_an_actor_that_died_while_idle_is_not_given_the_next_pod(cluster, tmp_pa
 
 
 def test_the_local_ray_cluster_listens_on_loopback_only(cluster):
-    """Without an address the backend starts its own Ray cluster (the default): loopback only, too."""
+    """Without an address the backend starts its own Ray cluster (the default): loopback only, too. Stopping it
+    gives this process back its SIGTERM handler (ray.init leaves one that raises SystemExit)."""
     before = {port for *_, port in _listening(_descendants(os.getpid()))}
+    sigterm = signal.getsignal(signal.SIGTERM)
     backend = RayBackend(num_cpus=1)
     try:
         assert "a Ray cluster on 127.0.0.1" in backend.describe() and backend.resources().cpus == 1
@@ -372,6 +374,7 @@ def test_the_local_ray_cluster_listens_on_loopback_only(cluster):
     finally:
         backend.shutdown()
     assert not ray.is_initialized()
+    assert signal.getsignal(signal.SIGTERM) is sigterm
 
 
 def test_a_dying_learner_or_actor_fails_its_pod_cleanly_with_no_process_left(cluster, tmp_path):

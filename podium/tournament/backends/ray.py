@@ -43,6 +43,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -293,6 +294,7 @@ class RayBackend(Backend):
         self.idle_timeout, self.grace, self.node_timeout = idle_timeout, grace, node_timeout
         self._ray = import_ray(loopback=address is None or _loopback_address(address))
         self._connected_here = False
+        self._sigterm: Any = None  # this process's SIGTERM handler before ray.init replaced it (see shutdown)
         self._requested = False
         self._running: dict[str, _Running] = {}
         self._idle: list[_Slot] = []
@@ -300,10 +302,16 @@ class RayBackend(Backend):
         self._slots = 0
         ray = self._ray
         if not ray.is_initialized():
-            if address is None:
-                self._start_local(num_cpus, num_gpus)
-            else:
-                self._connect(address, connect_timeout)
+            if threading.current_thread() is threading.main_thread():
+                self._sigterm = signal.getsignal(signal.SIGTERM)
+            try:
+                if address is None:
+                    self._start_local(num_cpus, num_gpus)
+                else:
+                    self._connect(address, connect_timeout)
+            except BaseException:
+                self._restore_sigterm()
+                raise
         try:
             self._check_fits()
             if address is not None and max_pods is not None:
@@ -682,6 +690,15 @@ class RayBackend(Backend):
         if self._connected_here and ray.is_initialized():
             ray.shutdown()
         self._connected_here = False
+        self._restore_sigterm()
+
+    def _restore_sigterm(self) -> None:
+        """Give this process back the SIGTERM handler it had before ``ray.init``, which installs one that raises
+        SystemExit and leaves it there after ``ray.shutdown``: a program that ran a tournament on a Ray cluster of
+        its own would otherwise no longer end on SIGTERM as it did before."""
+        if self._sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None
 
 
 # ----------------------------------------------------------------- helpers
