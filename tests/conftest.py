@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import multiprocessing
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches the tests even when the suite was started with SIGINT ignored (``nohup``, a shell's
+    background job, some CI runners): the tests that press Ctrl-C on a pod, in this process or in a child it
+    starts, would otherwise see nothing happen and fail. A child inherits an ignored signal, not a handler, so
+    this also gives the children the default Ctrl-C."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
