@@ -271,8 +271,10 @@ def test_a_pod_with_a_pipelined_worker_learns_pendulum_with_ppo(tmp_path):
 
 
 def test_a_pod_with_workers_stops_cleanly_on_sigint(tmp_path):
-    """The worker processes ignore the signal; the pod saves, stops them, and leaves no process behind."""
-    spec = PodSpec(steps=10**7, algo="td3", workers=2, num_envs=2, **GYM_PENDULUM)
+    """The worker processes ignore the signal; the pod saves, stops them, and leaves no process behind. (A
+    time limit far past the signal: a signal that never arrives fails the test in a minute, not at pytest's
+    ten-minute timeout.)"""
+    spec = PodSpec(steps=10**7, seconds=60, algo="td3", workers=2, num_envs=2, **GYM_PENDULUM)
     pod = Pod(spec, tmp_path, progress=False)
     timer = threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
