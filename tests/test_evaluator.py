@@ -311,6 +311,40 @@ def test_an_inline_pod_stops_at_the_learning_phase_whose_snapshot_confirmed(tmp_
     assert load_checkpoint(PodDir(tmp_path).last)["counters"]["steps"] == report.steps_to_target
 
 
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_a_confirmed_target_ends_the_learning_phase_it_arrives_in(tmp_path, monkeypatch, mode):
+    """Beside training, the confirmation of the first snapshot arrives while the next phase learns (200
+    epochs of 4 minibatches, about a second here; the confirmation takes a fraction of that): PPO ends that
+    phase at its next epoch and the pod stops then, not a whole phase later. A score that does not reach the
+    target cuts nothing short: every phase runs all its epochs."""
+    updates = 0
+    update = PPO.update
+
+    def counted(self, batch):
+        nonlocal updates
+        updates += 1
+        return update(self, batch)
+
+    monkeypatch.setattr(PPO, "update", counted)
+    full_phase = 200 * 4
+    common = {"env": "CartPole-v1", "algo": "ppo", "eval_every": 1024, "eval_mode": mode, **FAST}
+    spec = PodSpec(steps=8192, target=475, hparams={"update_epochs": 200}, **common)
+    _slow(monkeypatch, 0.0, routine=600.0, confirmation=480.0)
+    pod = Pod(spec, tmp_path / "stops", progress=False)
+    report = pod.run()
+    assert report.reached_target and report.stop_reason == "target" and report.steps_to_target == 1024
+    assert report.steps == 2048  # the phase the confirmation arrived in counts its rollout
+    assert full_phase < updates < 2 * full_phase  # ... and learned only part of its epochs
+    assert load_checkpoint(PodDir(tmp_path / "stops").last)["counters"]["steps"] == 2048
+    assert pod.agent.stop_early is None  # the pod's hook does not outlive its run
+
+    updates = 0
+    _slow(monkeypatch, 0.0, routine=600.0, confirmation=100.0)  # confirmations that fail
+    spec = PodSpec(steps=3072, target=475, hparams={"update_epochs": 20}, **common)
+    report = Pod(spec, tmp_path / "runs-on", progress=False).run()
+    assert not report.reached_target and report.steps == 3072 and updates == 3 * 20 * 4
+
+
 def test_a_confirmation_just_above_the_target_is_not_enough(tmp_path, monkeypatch):
     # 476 +- 30 over 100 episodes: a standard error of 3, so the true mean may well be under 475
     _slow(monkeypatch, 0.0, routine=600.0, confirmation=476.0, std=30.0)

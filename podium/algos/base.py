@@ -20,6 +20,7 @@ import difflib
 import importlib
 import warnings
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -73,6 +74,10 @@ class Agent(ABC):
     default_num_envs: ClassVar[int] = 16  # training sub-envs when the pod spec does not say
     added_modules: ClassVar[dict[str, str]] = {}
     """Modules that older checkpoints lack, with what the agent keeps instead when loading one."""
+    stop_early: Callable[[], bool] | None = None
+    """Set by a pod that trains towards a target beside a concurrent evaluator: returns True once a confirmed
+    target is waiting, and an agent whose learning phase runs long (PPO's epochs) ends it at its next epoch
+    instead of training on for a run that stops anyway. None (the default): never asked."""
 
     def __init__(
         self,

@@ -329,6 +329,8 @@ class PPO(Agent):
                 stats.append(self.update({k: v[idx] for k, v in data.items()}))
             if c.target_kl is not None and float(stats[-1]["approx_kl"]) > c.target_kl:
                 break
+            if self.stop_early is not None and self.stop_early():  # the pod's target is confirmed: it stops
+                break
         buffer.reset()
         keys = stats[0].keys()
         means = torch.stack([torch.stack([s[k] for s in stats]).mean() for k in keys]).tolist()  # one host sync

@@ -695,6 +695,11 @@ class Pod:
             self._next_eval = self._next_eval or every
             logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard, resume_at=self.steps)
             learner = Learner(agent, fusion, spec.fuse_every)
+            inbox: list[Scored] = []  # results that arrived during a learning phase, recorded after it
+            if spec.target is not None and group is None and service.mode != "inline":
+                # a confirmed target ends a long learning phase early: the pod stops when it arrives, not
+                # one phase later (a PPO phase on Pendulum is 2.5 times the evaluator's confirmation)
+                agent.stop_early = functools.partial(self._target_waiting, service, inbox)
             buffer = agent.make_buffer()
             if self._replay is not None:
                 buffer.load_state_dict(self._replay)
@@ -726,8 +731,9 @@ class Pod:
                         returns, lengths = rollout.episode_returns, rollout.episode_lengths
                         scalars["charts/episodic_return"] = sum(returns) / len(returns)
                         scalars["charts/episodic_length"] = sum(lengths) / len(lengths)
-                    for scored in service.results():
+                    for scored in [*inbox, *service.results()]:
                         last = self._record(scored, curve, logger)
+                    inbox.clear()
                     stop = "interrupted" if signals else self._budget_left(start, base_wall)
                     if group is not None:  # learners fuse, and stop together, at fusion phases only
                         if learner.fusing:
@@ -781,6 +787,7 @@ class Pod:
                 raise LearnerError(failure) from exc
             raise
         finally:
+            agent.stop_early = None
             if isinstance(worker, WorkerGroup):
                 worker.close()
             if group is not None:
@@ -899,19 +906,40 @@ class Pod:
         self.wall_time += waited
         return out
 
+    def _reaches(self, scored: Scored, tries: int) -> bool:
+        """Whether ``scored`` reaches the target; ``tries``: its confirmation's number in this run (1 = the
+        first), which sets the margin (:func:`~podium.pod.evaluator.confirms`)."""
+        spec = self.spec
+        if spec.target is None:
+            return False
+        if scored.confirmation is not None:
+            return confirms(scored.confirmation, spec.target, spec.confirm_margin, tries)
+        return spec.confirm_episodes == 0 and scored.result.mean >= spec.target
+
+    def _target_waiting(self, service: EvaluatorService, inbox: list[Scored]) -> bool:
+        """Whether a result that reaches the target has arrived: what the evaluator finished moves to ``inbox``
+        (recorded after the learning phase, in order) and nothing else changes. An evaluator that failed
+        says no here; the next :meth:`EvaluatorService.results` raises its error."""
+        try:
+            inbox.extend(service.results())
+        except EvaluationError:
+            return False
+        tries = self.confirmations
+        for scored in inbox:
+            tries += scored.confirmation is not None
+            if self._reaches(scored, tries):
+                return True
+        return False
+
     def _record(self, scored: Scored, curve: CurveWriter, logger: ScalarLogger) -> Scored:
         """Take in a scored snapshot: curve row, best snapshot, target."""
         spec, result, snap = self.spec, scored.result, scored.snapshot
         self.eval_time += scored.seconds
         score = scored.confirmation or result
-        if spec.target is None:
-            reached = False
-        elif scored.confirmation is not None:
+        if spec.target is not None and scored.confirmation is not None:
             self.confirmations += 1
             self.confirm_seeds_used += 1
-            reached = confirms(scored.confirmation, spec.target, spec.confirm_margin, self.confirmations)
-        else:
-            reached = spec.confirm_episodes == 0 and result.mean >= spec.target
+        reached = self._reaches(scored, self.confirmations)
         first = reached and self.time_to_target is None
         # best.pt holds the best-scoring snapshot until the target is reached, then the one that reached it,
         # for good: an earlier snapshot may have scored a higher mean on a confirmation that failed (a wider
