@@ -344,6 +344,14 @@ class EvaluatorService:
         if self.mode == "process":
             self._pump()
 
+    def waiting(self) -> list[Scored]:
+        """The snapshots scored since the last :meth:`results`, oldest first, left for it (never blocks). An
+        evaluator that failed has none waiting: :meth:`results` raises its error."""
+        if self.mode == "process":
+            self._pump()
+        with self._lock:
+            return [] if self._error is not None else list(self._results)
+
     def results(self) -> list[Scored]:
         """The snapshots scored since the last call, oldest first (never blocks).
 

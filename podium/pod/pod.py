@@ -695,11 +695,10 @@ class Pod:
             self._next_eval = self._next_eval or every
             logger = ScalarLogger(self.run_dir, tensorboard=spec.tensorboard, resume_at=self.steps)
             learner = Learner(agent, fusion, spec.fuse_every)
-            inbox: list[Scored] = []  # results that arrived during a learning phase, recorded after it
             if spec.target is not None and group is None and service.mode != "inline":
                 # a confirmed target ends a long learning phase early: the pod stops when it arrives, not
                 # one phase later (a PPO phase on Pendulum is 2.5 times the evaluator's confirmation)
-                agent.stop_early = functools.partial(self._target_waiting, service, inbox)
+                agent.stop_early = functools.partial(self._target_waiting, service)
             buffer = agent.make_buffer()
             if self._replay is not None:
                 buffer.load_state_dict(self._replay)
@@ -731,9 +730,8 @@ class Pod:
                         returns, lengths = rollout.episode_returns, rollout.episode_lengths
                         scalars["charts/episodic_return"] = sum(returns) / len(returns)
                         scalars["charts/episodic_length"] = sum(lengths) / len(lengths)
-                    for scored in [*inbox, *service.results()]:
+                    for scored in service.results():
                         last = self._record(scored, curve, logger)
-                    inbox.clear()
                     stop = "interrupted" if signals else self._budget_left(start, base_wall)
                     if group is not None:  # learners fuse, and stop together, at fusion phases only
                         if learner.fusing:
@@ -916,16 +914,11 @@ class Pod:
             return confirms(scored.confirmation, spec.target, spec.confirm_margin, tries)
         return spec.confirm_episodes == 0 and scored.result.mean >= spec.target
 
-    def _target_waiting(self, service: EvaluatorService, inbox: list[Scored]) -> bool:
-        """Whether a result that reaches the target has arrived: what the evaluator finished moves to ``inbox``
-        (recorded after the learning phase, in order) and nothing else changes. An evaluator that failed
-        says no here; the next :meth:`EvaluatorService.results` raises its error."""
-        try:
-            inbox.extend(service.results())
-        except EvaluationError:
-            return False
+    def _target_waiting(self, service: EvaluatorService) -> bool:
+        """Whether a result that reaches the target has arrived; it stays with the service, which hands it
+        over after the learning phase (:meth:`EvaluatorService.waiting`)."""
         tries = self.confirmations
-        for scored in inbox:
+        for scored in service.waiting():
             tries += scored.confirmation is not None
             if self._reaches(scored, tries):
                 return True
