@@ -518,7 +518,12 @@ def test_a_node_killed_mid_tournament_loses_its_pods_which_resume_elsewhere_from
         assert pod.attempts >= 2 and pod.status == "finished" and pod.steps == round_steps, pod
         assert f"{pod.id} ppo resumed from its last checkpoint" in output
         steps, rows = saved[pod.id]
-        assert _saved(pod, steps)[1] == rows  # resumed from its checkpoint: what it held is still there
+        # resumed from its checkpoint: the rows it held are still there, as they were. A pod killed between its
+        # last checkpoint and that step's curve row (its final evaluation) writes the row when it resumes: a
+        # row at `steps` may follow the held ones
+        now = _saved(pod, steps)[1]
+        assert now[: len(rows)] == rows, (rows, now)
+        assert [int(float(r["step"])) for r in now[len(rows) :]] in ([], [steps]), (rows, now)
     sizes = [int(r["pool_size"]) for r in csv.DictReader((run_dir / "pool.csv").open())]
     assert 3 in sizes and sizes[-1] == 2, sizes  # grew with the node, shrank when it died
     assert board.info()["stop_reason"] == "steps"
