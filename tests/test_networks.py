@@ -1,14 +1,17 @@
 """The shared networks: the MLP's layout and initialisation, the batched ensemble against separate MLPs, Adam's
-construction, the Polyak step and activation names."""
+construction and its step (which leaves ``torch._dynamo`` unimported), the Polyak step and activation names."""
 
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 from torch import nn
 
+from podium.algos import networks
 from podium.algos.networks import EnsembleMLP, activation, adam, mlp, orthogonal_init, polyak_update
 
 
@@ -95,3 +98,58 @@ def test_activations_by_name_and_a_clear_error_for_an_unknown_one():
     assert [activation(n) for n in ("tanh", "relu", "elu", "silu")] == [nn.Tanh, nn.ReLU, nn.ELU, nn.SiLU]
     with pytest.raises(ValueError, match=r"unknown activation 'gelu'; choose one of tanh, relu, elu, silu"):
         activation("gelu")
+
+
+def _adam_trajectory(make, steps: int = 6, **kwargs) -> tuple[list[torch.Tensor], int]:
+    """The parameters after ``steps`` steps of ``make(params, **kwargs)`` on fixed gradients, and how many times
+    a step pre-hook ran."""
+    gen = torch.Generator().manual_seed(0)
+    params = [nn.Parameter(torch.randn(4, 3, generator=gen)), nn.Parameter(torch.randn(3, generator=gen))]
+    opt = make(params, **kwargs)
+    calls = []
+    opt.register_step_pre_hook(lambda *_: calls.append(1))
+    for _ in range(steps):
+        opt.zero_grad()
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=gen)
+        opt.step()
+    state = opt.state_dict()
+    opt.load_state_dict(state)
+    return [p.detach().clone() for p in params], len(calls)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_podiums_adam_steps_exactly_as_torchs_and_runs_its_hooks_once(fused):
+    ours, ours_calls = _adam_trajectory(networks.Adam, lr=1e-2, eps=1e-5, fused=fused)
+    theirs, their_calls = _adam_trajectory(torch.optim.Adam, lr=1e-2, eps=1e-5, fused=fused)
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a, b)
+    assert ours_calls == their_calls == 6
+
+
+def test_once_torch_dynamo_is_imported_adam_steps_through_pytorchs_own_wrapper(monkeypatch):
+    """PyTorch's step wrapper puts a graph break on each side of the step, for ``torch.compile``: with
+    ``torch._dynamo`` loaded, podium's step must go through it (before, it must not need it)."""
+    import torch._dynamo
+
+    breaks = []
+    monkeypatch.setattr(torch._dynamo, "graph_break", lambda: breaks.append(1))
+    ours, _ = _adam_trajectory(networks.Adam, steps=3, lr=1e-2)
+    theirs, _ = _adam_trajectory(torch.optim.Adam, steps=3, lr=1e-2)
+    assert len(breaks) == 2 * 3 * 2  # two per step, ours and theirs alike
+    assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+
+
+def test_a_pod_trains_checkpoints_and_resumes_without_importing_torch_dynamo(tmp_path):
+    """``torch._dynamo`` costs about a second per fresh process (every pod process, every CLI command); the
+    optimiser imported it on its construction and on every step."""
+    code = f"""
+import sys, podium
+podium.train("CartPole-v1", "ppo", steps=1024, run_dir={str(tmp_path / "ppo")!r}, progress=False)
+podium.train(resume={str(tmp_path / "ppo")!r}, steps=2048, progress=False)
+podium.train("Pendulum-v1", "sac", steps=1500, run_dir={str(tmp_path / "sac")!r}, progress=False)
+print("torch._dynamo" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["EnsembleMLP", "activation", "adam", "mlp", "orthogonal_init", "polyak_update", "squashed_gaussian"]
+__all__ = ["Adam", "EnsembleMLP", "activation", "adam", "mlp", "orthogonal_init", "polyak_update", "squashed_gaussian"]
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)
@@ -101,7 +103,74 @@ def adam(
 ) -> torch.optim.Adam:
     """Adam with the fused kernel where PyTorch has one (CPU, CUDA): a third of the per-step cost of the
     default loop for the small networks of off-policy agents, which take one optimiser step per env step."""
-    return torch.optim.Adam(params, lr=lr, eps=eps, fused=device.type in ("cpu", "cuda"))
+    _defer_dynamo_import()
+    return Adam(params, lr=lr, eps=eps, fused=device.type in ("cpu", "cuda"))
+
+
+class Adam(torch.optim.Adam):
+    """``torch.optim.Adam`` whose ``step`` does not import ``torch._dynamo`` (see ``_defer_dynamo_import``).
+
+    PyTorch's ``Adam.step`` runs inside a wrapper that imports ``torch._dynamo`` on every call, to put a graph
+    break around the step for ``torch.compile``, and turns gradients off. While ``torch._dynamo`` is not
+    imported nothing is compiled, so this step turns gradients off and calls the step itself; once it is
+    imported, it calls PyTorch's wrapper as ``torch.optim.Adam`` would. The arithmetic is PyTorch's."""
+
+    @torch.no_grad()
+    def _plain_step(self, closure: Callable[[], Any] | None = None) -> Any:
+        return _PLAIN_STEP(self, closure)  # type: ignore[misc] - only called where it exists
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        if _PLAIN_STEP is None or "torch._dynamo" in sys.modules or self.defaults["differentiable"]:
+            return _ADAM_STEP(self, closure)
+        return self._plain_step(closure)
+
+
+def _grad_wrapped_step() -> Callable[..., Any]:
+    """PyTorch's ``Adam.step`` as its gradient-mode wrapper (``__wrapped__``: the step itself), without the
+    profiling hooks that the first ``Adam`` built adds to the class (``Adam`` here gets its own)."""
+    step = torch.optim.Adam.__dict__["step"]
+    return step.__wrapped__ if getattr(step, "hooked", False) else step
+
+
+_ADAM_STEP = _grad_wrapped_step()
+_PLAIN_STEP: Callable[..., Any] | None = getattr(_ADAM_STEP, "__wrapped__", None)  # None: another PyTorch's layout
+
+
+@functools.cache
+def _defer_dynamo_import() -> None:
+    """Keep the optimiser from importing ``torch._dynamo`` (about a second of every fresh process here) until
+    something else does.
+
+    PyTorch wraps ``Optimizer.add_param_group``, ``zero_grad``, ``state_dict`` and ``load_state_dict`` in
+    ``torch._disable_dynamo``, whose wrapper imports ``torch._dynamo`` on its first call to build the
+    disabled function, which it caches on the wrapped function (``__dynamo_disable``). Nothing can be traced
+    while ``torch._dynamo`` is not imported, so until then that disabled function behaves as the function
+    itself: this pre-fills the cache with a stand-in that calls the function directly while the module is
+    absent, and once it is loaded (``torch.compile``, the ONNX exporter) drops itself on its next call so
+    that PyTorch's wrapper builds its real disabled function. Where PyTorch's wrapper is not the one this
+    expects (another version), nothing changes."""
+    disable = getattr(torch, "_disable_dynamo", None)
+    if "torch._dynamo" in sys.modules or disable is None:
+        return
+    probe = disable(lambda: None)
+    for wrapper in vars(torch.optim.Optimizer).values():
+        fn = getattr(wrapper, "__wrapped__", None)
+        if getattr(wrapper, "__code__", None) is not probe.__code__ or fn is None:
+            continue
+        if getattr(fn, "__dynamo_disable", None) is None:
+            setattr(fn, "__dynamo_disable", _until_dynamo(fn, wrapper))
+
+
+def _until_dynamo(fn: Callable[..., Any], wrapper: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` itself while ``torch._dynamo`` is not imported; after that, ``wrapper`` (PyTorch's own)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if "torch._dynamo" not in sys.modules:
+            return fn(*args, **kwargs)
+        fn.__dict__.pop("__dynamo_disable", None)  # PyTorch's wrapper builds its disabled function now
+        return wrapper(*args, **kwargs)
+
+    return call
 
 
 @torch.no_grad()
