@@ -35,13 +35,22 @@ class RunningMeanStd(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        x = x.reshape(-1, *self.mean.shape).to(self.mean.dtype)
-        batch_mean, batch_var, n = x.mean(0), x.var(0, unbiased=False), x.shape[0]
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean += delta * n / total
-        self.var.copy_((self.var * self.count + batch_var * n + delta.square() * self.count * n / total) / total)
-        self.count.copy_(total)
+        """Merge the batch ``x`` (``[B, *shape]`` or any shape that flattens to it) into the statistics.
+
+        With ``w = n / (count + n)`` the batch's weight and ``d`` its mean minus the running mean, the merged
+        mean is ``mean + w d`` and the merged variance ``(1 - w) var + w (batch_var + (1 - w) d^2)`` (the
+        parallel Welford formula), written as two ``lerp`` on tensors only: a few sub-envs stepped through the
+        gymnasium adapter call this once per env step, where each op's fixed cost is the whole cost."""
+        mean, var, count = self.mean, self.var, self.count
+        x = x.reshape(-1, *mean.shape).to(mean.dtype)
+        batch_var, batch_mean = torch.var_mean(x, 0, correction=0)
+        n = _count_tensor(x.shape[0], count)
+        total = count + n
+        w = n / total
+        delta = batch_mean - mean
+        mean.lerp_(batch_mean, w)
+        var.lerp_(delta.square_().mul_(count / total).add_(batch_var), w)  # count / total = 1 - w
+        count.copy_(total)
 
     @torch.no_grad()
     def mark_shared(self) -> None:
@@ -99,11 +108,16 @@ class RewardScaler(nn.Module):
 
     @torch.no_grad()
     def scale(self, reward: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
-        self.ret.mul_(self.gamma).add_(reward.to(self.ret.dtype))
+        self.ret.mul_(self.gamma).add_(reward)
         self.stats.update(self.ret)
         self.ret.masked_fill_(done, 0.0)
-        std = torch.sqrt(self.stats.var + self.stats.eps).to(reward.dtype)
-        return (reward / std).clamp(-self.clip, self.clip)
+        inverse_std = torch.rsqrt(self.stats.var + self.stats.eps).to(reward.dtype)
+        return (reward * inverse_std).clamp_(-self.clip, self.clip)
+
+
+def _count_tensor(n: int, like: torch.Tensor) -> torch.Tensor:
+    """``n`` as a 0-d tensor like ``like`` (an op with a Python number costs a conversion each time)."""
+    return torch.full((), n, dtype=like.dtype, device=like.device)
 
 
 def _mark_shared(module: RunningMeanStd, incompatible: object) -> None:
