@@ -236,7 +236,7 @@ class PPO(Agent):
             mean, latent = self._sde_latent(obs)
             if matrices is None:  # not the worker's batch (e.g. a stochastic evaluation): matrices of its own
                 matrices = self._draw_noise_matrices(obs.shape[0])
-            actions = mean + torch.einsum("bl,bla->ba", latent, matrices)
+            actions = mean + (latent.unsqueeze(-1) * matrices).sum(1)  # latent @ E per row
             return actions, _gaussian_log_prob(actions, mean, self._sde_log_std(latent))
         std = self.log_std.exp()
         noise = torch.randn(out.shape, device=out.device, generator=self.generator)

@@ -150,7 +150,7 @@ class SAC(OffPolicyAgent):
             sigma = self.sde_module["log_std"].exp()
             noise = latent @ (sigma * torch.randn(sigma.shape, device=sigma.device, generator=self.generator))
         else:
-            noise = torch.einsum("bl,bla->ba", latent, matrices)
+            noise = (latent.unsqueeze(-1) * matrices).sum(1)  # latent @ E per row
         return squashed_gaussian(mean, log_std, noise / log_std.exp())
 
     def action_log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
