@@ -18,13 +18,17 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
+import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections import defaultdict
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # vs_sb3 beside this file
 
 KINDS = {  # kind of op -> substrings of the profiler's op names (first match wins)
     "matmul (forward and backward)": ("addmm", "aten::mm", "bmm", "matmul"),
@@ -64,27 +68,12 @@ def podium_phase(seed: int, repeats: int) -> tuple[float, int, object]:
 
 def sb3_phase(seed: int, repeats: int, batch_size: int) -> tuple[float, int]:
     """(median seconds of SB3's ``train()`` on one rollout, its gradient steps) with rl-zoo's Pendulum PPO."""
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.utils import configure_logger
+    from vs_sb3 import sb3_model
 
-    env = make_vec_env("Pendulum-v1", n_envs=4, seed=seed)
-    model = PPO(
-        "MlpPolicy",
-        env,
-        n_steps=1024,
-        batch_size=batch_size,
-        gae_lambda=0.95,
-        gamma=0.9,
-        n_epochs=10,
-        ent_coef=0.0,
-        learning_rate=1e-3,
-        clip_range=0.2,
-        use_sde=True,
-        sde_sample_freq=4,
-        seed=seed,
-        device="cpu",
-    )
+    model, _ = sb3_model("ppo-pendulum", seed)  # rl-zoo's settings, as vs_sb3.py times them
+    model.batch_size = batch_size  # what train() splits each epoch into
+    env = model.env
     model._setup_learn(total_timesteps=10**6)
     model.set_logger(configure_logger(verbose=0))
     model.collect_rollouts(model.env, _NoCallback(), model.rollout_buffer, n_rollout_steps=model.n_steps)
