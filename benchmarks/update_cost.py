@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from typing import Any
 
 import torch
 
@@ -41,8 +42,9 @@ KINDS = {  # kind of op -> substrings of the profiler's op names (first match wi
 }
 
 
-def podium_phase(seed: int, repeats: int) -> tuple[float, int, object]:
-    """(median seconds of one learning phase, its gradient steps, the agent with a filled buffer's copy)."""
+def podium_phase(seed: int, repeats: int) -> tuple[float, int, tuple[Any, Any, torch.Tensor]]:
+    """(median seconds of one learning phase, its gradient steps, (the agent, its filled rollout buffer, the
+    observation after it)) for podium's Pendulum PPO preset."""
     from podium.api import make_spec
     from podium.pod import Pod
     from podium.pod.worker import Worker
@@ -55,6 +57,8 @@ def podium_phase(seed: int, repeats: int) -> tuple[float, int, object]:
         buffer = agent.make_buffer()
         worker.collect(buffer)
         c = agent.config
+        if c.target_kl is not None:
+            raise SystemExit("error: the preset sets target_kl: a phase that stops early has no fixed step count")
         steps = c.update_epochs * c.num_minibatches
         agent.learn(copy.deepcopy(buffer), worker.obs)  # warm-up: first-call costs
         times = []
@@ -101,7 +105,7 @@ class _NoCallback:
         return True
 
 
-def breakdown(agent: object, buffer: object, next_obs: torch.Tensor) -> dict[str, float]:
+def breakdown(agent: Any, buffer: Any, next_obs: torch.Tensor) -> dict[str, float]:
     """Self CPU seconds of one podium learning phase by kind of op (``KINDS``; the rest as "other ops")."""
     from torch.profiler import profile
 

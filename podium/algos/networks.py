@@ -115,14 +115,11 @@ class Adam(torch.optim.Adam):
     imported nothing is compiled, so this step turns gradients off and calls the step itself; once it is
     imported, it calls PyTorch's wrapper as ``torch.optim.Adam`` would. The arithmetic is PyTorch's."""
 
-    @torch.no_grad()
-    def _plain_step(self, closure: Callable[[], Any] | None = None) -> Any:
-        return _PLAIN_STEP(self, closure)  # type: ignore[misc] - only called where it exists
-
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         if _PLAIN_STEP is None or "torch._dynamo" in sys.modules or self.defaults["differentiable"]:
             return _ADAM_STEP(self, closure)
-        return self._plain_step(closure)
+        with torch.no_grad():
+            return _PLAIN_STEP(self, closure)
 
 
 def _grad_wrapped_step() -> Callable[..., Any]:
