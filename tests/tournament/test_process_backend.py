@@ -496,6 +496,25 @@ def test_an_adopted_pods_gpu_is_read_back_so_new_pods_spread_beside_it(monkeypat
     assert process._gpu_of(cpu_pod.pid) is None  # gone
 
 
+def test_a_pod_still_inside_exec_is_read_once_its_environment_appears(monkeypatch):
+    """Just after ``Popen`` returns, a child still inside ``exec`` shows an empty ``/proc/PID/environ`` (on a
+    loaded machine, most of the time): that is not "a CPU pod" (CI once read it so)."""
+    from pathlib import Path
+
+    from podium.tournament.backends import process
+
+    monkeypatch.setattr(process, "local_gpus", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    reads = iter([b"", b"", b"HOME=/root\0CUDA_VISIBLE_DEVICES=3\0"])
+    monkeypatch.setattr(Path, "read_bytes", lambda self: next(reads))
+    pod = subprocess.Popen(["sleep", "30"])  # alive, so the empty reads are waited out
+    try:
+        assert process._gpu_of(pod.pid) == 1
+    finally:
+        pod.kill()
+        pod.wait()
+
+
 def test_detaching_leaves_running_pods_to_the_new_owner(tmp_path):
     """An orchestrator taken over leaves its pods running (they live in sessions of their own, and the new owner
     adopts them); shutting down stops them."""

@@ -256,13 +256,22 @@ def _visible_gpu(index: int) -> str:
     return visible[index] if index < len(visible) else str(index)
 
 
-def _gpu_of(pid: int) -> int | None:
+def _gpu_of(pid: int, wait_s: float = 2.0) -> int | None:
     """The orchestrator's GPU that the pod process ``pid`` was pinned to (its ``CUDA_VISIBLE_DEVICES``, read
-    back from ``/proc``, as :func:`_visible_gpu` wrote it), or None: a CPU pod, or no ``/proc`` to read."""
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
+    back from ``/proc``, as :func:`_visible_gpu` wrote it), or None: a CPU pod, or no ``/proc`` to read.
+
+    A process still inside ``exec`` (its parent's ``Popen`` has returned, its new image is not yet set up)
+    shows an empty environment; that is waited out, up to ``wait_s`` seconds, rather than read as "no GPU"."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            raw = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            return None
+        if raw or time.monotonic() > deadline or not _alive(pid):
+            break
+        time.sleep(0.005)
+    environ = raw.split(b"\0")
     value = next((e.split(b"=", 1)[1] for e in environ if e.startswith(b"CUDA_VISIBLE_DEVICES=")), None)
     if value is None:
         return None
