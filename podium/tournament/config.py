@@ -110,14 +110,16 @@ class GeneratorConfig(_Strict):
     bottom ``truncation`` fraction of its algorithm's members instead copies a member of the top fraction
     (its selected checkpoint) and mutates its hyperparameters."""
     losing_share: float = Field(default=0.25, gt=0, le=1)
-    """``scheme: leaderboard``: once every algorithm of the mix has ended a pod (finished or failed), an
-    algorithm that is losing (its best leaderboard entry trails the best entry by more than ``losing_margin``
-    standard errors of the gap, or it has no entry) is drawn for new pods at this fraction of its share in
-    ``algos``; the others share what it gives up. 1 keeps the mix as configured, and so do entries scored on
-    one episode each (no measure of the noise). Not zero: a demoted algorithm still runs now and then, and
-    regains its share when its entries catch up (:func:`podium.tournament.generator.algo_shares`)."""
+    """Once every algorithm of the mix has ended a pod (finished or failed), an algorithm that is losing (its
+    best leaderboard entry trails the best entry by more than ``losing_margin`` standard errors of the gap, or
+    it has no entry) is drawn for new pods at this fraction of its share in ``algos``; the others share what
+    it gives up. ``scheme: truncation`` keeps every member's algorithm: where members take turns in fewer
+    slots, a losing algorithm's members take this fraction of its share of the rounds. 1 keeps the mix as
+    configured, and so do entries scored on one episode each (no measure of the noise). Not zero: a demoted
+    algorithm still runs now and then, and regains its share when its entries catch up
+    (:func:`podium.tournament.generator.algo_shares`)."""
     losing_margin: float = Field(default=2.0, ge=0)
-    """``scheme: leaderboard``: how many standard errors (``sqrt(se_best^2 + se_other^2)``, ``se = std /
+    """How many standard errors (``sqrt(se_best^2 + se_other^2)``, ``se = std /
     sqrt(episodes)`` of each entry's selection score) the gap must exceed before an algorithm counts as losing."""
     truncation: float = Field(default=0.25, gt=0, le=0.5)
     """``scheme: truncation``: the bottom fraction of each algorithm's members that continue from the top

@@ -123,12 +123,13 @@ class Generator:
             waiting = waiting_members(pods)
             have = {member[0].algo for member in members(pods).values()}
             untried = [algo for algo in self.shares if algo not in have]
+        ended = {p.algo for p in pods if p.status in (PodStatus.FINISHED, PodStatus.FAILED)}
+        shares = algo_shares(self.shares, entries, ended, g.losing_share, g.losing_margin)
+        if g.scheme == "truncation":
             if waiting and not untried:
-                return self._next_round(waiting[0], pods, rng)
-        shares = self.shares
-        if g.scheme == "leaderboard":
-            ended = {p.algo for p in pods if p.status in (PodStatus.FINISHED, PodStatus.FAILED)}
-            shares = algo_shares(self.shares, entries, ended, g.losing_share, g.losing_margin)
+                return self._next_round(self._next_member(waiting, shares, started), pods, rng)
+            if untried:  # every algorithm of the mix gets a member, losing or not
+                shares = self.shares
         if shares != self.shares:  # some algorithm is losing: draw from the shares
             names = list(shares)
             algo = names[int(rng.choice(len(names), p=[shares[a] for a in names]))]
@@ -188,6 +189,17 @@ class Generator:
             mutated[name] = (hparams.get(name), new)
             hparams[name] = new
         return hparams, mutated
+
+    def _next_member(
+        self, waiting: list[list[PodRecord]], shares: dict[str, float], started: list[str]
+    ) -> list[PodRecord]:
+        """Which waiting member (``scheme: truncation``, more members than slots) takes the free slot: the one
+        that waited longest while every algorithm holds its own; once one is losing (``shares`` differ from the
+        mix, :func:`algo_shares`), the one whose algorithm is furthest below its share of the pods started so
+        far, so a losing algorithm's member takes fewer turns (ties: the one that waited longest)."""
+        if shares == self.shares:
+            return waiting[0]
+        return max(waiting, key=lambda m: shares[m[0].algo] * (len(started) + 1) - started.count(m[0].algo))
 
     def _next_round(self, member: list[PodRecord], pods: Sequence[PodRecord], rng: np.random.Generator) -> Plan:
         """The next pod of a waiting member (``scheme: truncation``): it continues, or copies a top member."""

@@ -239,6 +239,38 @@ def test_every_algorithm_of_the_mix_gets_a_member_when_slots_are_fewer_than_algo
     assert plan.spec.algo == "sac" and plan.lineage is None  # ... a new one, before td3 goes again
 
 
+def test_a_losing_algorithms_member_takes_fewer_turns_and_regains_them_within_the_noise():
+    """Two slots, ``sac: 1, td3: 1, ppo: 1``: members take turns. Once PPO's best entry trails SAC's beyond
+    the noise (``losing_margin`` standard errors of the gap), PPO's member no longer goes next merely because
+    it waited longest: it plays ``losing_share`` of its share of the rounds. Within the noise it takes its
+    turn as before."""
+    config = TournamentConfig(
+        **{**BASE, "algos": {"sac": 1, "td3": 1, "ppo": 1}, "generator": {"scheme": "truncation"}}
+    )
+
+    def member(number: int, algo: str, ended: float, status: PodStatus = PodStatus.FINISHED) -> PodRecord:
+        return dataclasses.replace(_pod(number, -100.0, status=status, ended=ended), algo=algo)
+
+    pods = [member(1, "sac", 40.0), member(2, "td3", 10.0), member(3, "ppo", 30.0)]
+    pods.append(dataclasses.replace(pods[1], id="p0004", number=4, status=PodStatus.RUNNING, lineage="p0002"))
+
+    def entry(pod_id: str, algo: str, score: float) -> Entry:
+        return Entry(pod_id, None, algo, "Pendulum-v1", {}, score, 10.0, 1, 1, 1.0, "/c.pt", 0.0, score_episodes=100)
+
+    def next_algo(ppo_score: float, started: list[str]) -> str:
+        entries = [entry("p0001", "sac", -100.0), entry("p0002", "td3", -101.0), entry("p0003", "ppo", ppo_score)]
+        entries.sort(key=lambda e: -e.score_mean)
+        plan = Generator(config).next(len(started) + 1, entries, ["td3"], started, pods)
+        assert plan.lineage == {"sac": "p0001", "ppo": "p0003"}[plan.spec.algo]  # a member's next round
+        return plan.spec.algo
+
+    assert next_algo(-102.0, ["sac", "td3", "ppo"]) == "ppo"  # within the noise: who waited longest goes
+    assert next_algo(-300.0, ["sac", "td3", "ppo"]) == "sac"  # losing: the member whose algorithm is owed turns
+    assert next_algo(-300.0, ["sac", "td3", "ppo"] + ["sac", "td3"] * 3) == "sac"
+    # a quarter of its third (1/9 of the rounds): with 1 of 13 PPO is owed a round, and its member goes again
+    assert next_algo(-300.0, ["sac", "td3", "ppo"] + ["sac", "td3"] * 5) == "ppo"
+
+
 def test_a_one_slot_truncation_tournament_runs_each_algorithm_in_turn(tmp_path):
     pods = _inline_tournament(
         tmp_path,
