@@ -280,7 +280,7 @@ def test_a_one_slot_truncation_tournament_runs_each_algorithm_in_turn(tmp_path):
         pod={"steps": 512, "eval_every": 512, "eval_episodes": 2, "tensorboard": False, "eval_mode": "inline"},
         hparams={"sac": {"learning_starts": 256}, "ppo": {"rollout_size": 256}},
         pool={"min": 1, "max": 1},
-        generator={"scheme": "truncation"},
+        generator={"scheme": "truncation", "losing_share": 1.0},  # the mix fixed (adaptive turns: the test below)
         seed=0,
     )
     assert [p.algo for p in pods] == ["sac", "ppo", "sac", "ppo"]
