@@ -114,8 +114,7 @@ class GeneratorConfig(_Strict):
     best leaderboard entry trails the best entry by more than ``losing_margin`` standard errors of the gap, or
     it has no entry) is drawn for new pods at this fraction of its share in ``algos``; the others share what
     it gives up. ``scheme: truncation`` keeps every member's algorithm: where members take turns in fewer
-    slots, a losing algorithm's members take this fraction of its share of the rounds (and the others' members
-take the rest, a leading algorithm gaining members where its members all run). 1 keeps the mix as
+    slots, a losing algorithm's members take this fraction of its share of the rounds. 1 keeps the mix as
     configured, and so do entries scored on one episode each (no measure of the noise). Not zero: a demoted
     algorithm still runs now and then, and regains its share when its entries catch up
     (:func:`podium.tournament.generator.algo_shares`)."""

@@ -28,10 +28,7 @@ checkpoint with the same hyperparameters, unless it is ready (``ready_steps``/``
 it last changed) and in the bottom ``truncation`` fraction of its algorithm's members, ranked by their latest
 selection score; then it copies a top-fraction member's checkpoint and mutates as in 3. A new member starts
 fresh (1 and 2) only when no member waits, or while an algorithm of the mix has no member yet: with fewer
-slots than algorithms, every algorithm gets a member and the members take turns in the slots. Once an
-algorithm is losing (1.), turns follow the adapted shares instead: the slot goes to the algorithm furthest
-below its share of the pods started so far, to its member that waited longest, or, when all its members are
-running, to a new member that copies its top member and mutates (so a leading algorithm can hold every slot).
+slots than algorithms, every algorithm gets a member and the members take turns in the slots.
 
 Decisions are drawn from a random stream seeded by (tournament seed, pod number), so a resumed
 tournament makes the same decisions it would have made.
@@ -130,10 +127,7 @@ class Generator:
         shares = algo_shares(self.shares, entries, ended, g.losing_share, g.losing_margin)
         if g.scheme == "truncation":
             if waiting and not untried:
-                turn = self._next_member(waiting, shares, started)
-                if isinstance(turn, str):
-                    return self._new_member(turn, pods, started, rng)
-                return self._next_round(turn, pods, rng)
+                return self._next_round(self._next_member(waiting, shares, started), pods, rng)
             if untried:  # every algorithm of the mix gets a member, losing or not
                 shares = self.shares
         if shares != self.shares:  # some algorithm is losing: draw from the shares
@@ -198,38 +192,14 @@ class Generator:
 
     def _next_member(
         self, waiting: list[list[PodRecord]], shares: dict[str, float], started: list[str]
-    ) -> list[PodRecord] | str:
-        """Who takes the free slot (``scheme: truncation``, more members than slots): the member that waited
-        longest while every algorithm holds its own. Once one is losing (``shares`` differ from the mix,
-        :func:`algo_shares`), the algorithm furthest below its share of the pods started so far goes next, so a
-        losing algorithm's members take fewer turns: its member that waited longest, or, when all its members
-        are running, the algorithm's name (it gets one more member, :meth:`_new_member`, so a leading
-        algorithm can hold more than one slot)."""
+    ) -> list[PodRecord]:
+        """Which waiting member (``scheme: truncation``, more members than slots) takes the free slot: the one
+        that waited longest while every algorithm holds its own; once one is losing (``shares`` differ from the
+        mix, :func:`algo_shares`), the one whose algorithm is furthest below its share of the pods started so
+        far, so a losing algorithm's member takes fewer turns (ties: the one that waited longest)."""
         if shares == self.shares:
             return waiting[0]
-
-        def owed(algo: str) -> float:
-            return shares[algo] * (len(started) + 1) - started.count(algo)
-
-        member = max(waiting, key=lambda m: owed(m[0].algo))
-        algo = max(shares, key=owed)
-        return algo if owed(algo) > owed(member[0].algo) else member
-
-    def _new_member(self, algo: str, pods: Sequence[PodRecord], started: list[str], rng: np.random.Generator) -> Plan:
-        """One more member of ``algo`` (``scheme: truncation``): a copy of its top member, mutated, as the
-        bottom of a ranking copies the top (fresh if none has a score yet)."""
-        seed = int(rng.integers(0, 2**31 - 1))
-        ranking = member_ranking(pods, algo)
-        if not ranking:
-            return self._fresh(algo, seed, started, rng)
-        return self._copy(ranking[0][-1], seed, rng)
-
-    def _copy(self, source: PodRecord, seed: int, rng: np.random.Generator, lineage: str | None = None) -> Plan:
-        """A pod that starts from ``source``'s checkpoint with its hyperparameters mutated, as the next round of
-        member ``lineage`` (None: a new member)."""
-        hparams, mutated = self._mutate(source.algo, source.hparams, rng)
-        spec = self.config.pod_spec(source.algo, seed, hparams=hparams, init_checkpoint=source.checkpoint, preset=False)
-        return Plan(spec, None, mutated, lineage=lineage, source=source)
+        return max(waiting, key=lambda m: shares[m[0].algo] * (len(started) + 1) - started.count(m[0].algo))
 
     def _next_round(self, member: list[PodRecord], pods: Sequence[PodRecord], rng: np.random.Generator) -> Plan:
         """The next pod of a waiting member (``scheme: truncation``): it continues, or copies a top member."""
@@ -244,7 +214,12 @@ class Generator:
         ready = trained[0] >= g.ready_steps and trained[1] >= g.ready_seconds
         lost = last.status != PodStatus.FINISHED or last.checkpoint is None
         if top and (lost or (ready and any(m[-1].id == last.id for m in bottom))):
-            return self._copy(top[int(rng.integers(len(top)))][-1], seed, rng, lineage)
+            source = top[int(rng.integers(len(top)))][-1]
+            hparams, mutated = self._mutate(last.algo, source.hparams, rng)
+            spec = self.config.pod_spec(
+                last.algo, seed, hparams=hparams, init_checkpoint=source.checkpoint, preset=False
+            )
+            return Plan(spec, None, mutated, lineage=lineage, source=source)
         if lost:  # failed with no member to copy: it starts again, fresh
             return Plan(self.config.pod_spec(last.algo, seed), None, {}, lineage=lineage)
         spec = self.config.pod_spec(

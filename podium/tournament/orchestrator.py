@@ -612,8 +612,7 @@ class Orchestrator:
             origin = f"continues {plan.lineage} from {plan.source.id}"
         elif plan.source is not None:
             score = plan.source.score_mean or 0.0
-            who = f"{plan.lineage} copies" if plan.lineage else "a new member, copying"
-            origin = f"{who} {plan.source.id} ({score:.1f}; {changes})"
+            origin = f"{plan.lineage} copies {plan.source.id} ({score:.1f}; {changes})"
         elif plan.lineage is not None:
             origin = f"restarts {plan.lineage} fresh"
         self.view.event(f"{pod_id} {spec.algo} started {origin}")

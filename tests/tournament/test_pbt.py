@@ -12,7 +12,6 @@ from podium.rundir import PodDir
 from podium.tournament import TournamentConfig
 from podium.tournament.generator import (
     Generator,
-    Plan,
     effective_hparams,
     member_ranking,
     since_change,
@@ -270,36 +269,6 @@ def test_a_losing_algorithms_member_takes_fewer_turns_and_regains_them_within_th
     assert next_algo(-300.0, ["sac", "td3", "ppo"] + ["sac", "td3"] * 3) == "sac"
     # a quarter of its third (1/9 of the rounds): with 1 of 13 PPO is owed a round, and its member goes again
     assert next_algo(-300.0, ["sac", "td3", "ppo"] + ["sac", "td3"] * 5) == "ppo"
-
-
-def test_a_leading_algorithm_whose_members_all_run_gets_a_new_member_copying_its_top_one():
-    """Two slots, ``sac: 1, td3: 1, ppo: 1``, SAC's member running, TD3's and PPO's waiting. With both of them
-    losing SAC is owed two rounds in three, more than its one member can play: the free slot goes to a new SAC
-    member, a copy of SAC's top member. With TD3 within the noise, TD3's waiting member goes."""
-    config = TournamentConfig(
-        **{**BASE, "algos": {"sac": 1, "td3": 1, "ppo": 1}, "generator": {"scheme": "truncation"}}
-    )
-
-    def member(number: int, algo: str, ended: float) -> PodRecord:
-        return dataclasses.replace(_pod(number, -100.0, ended=ended), algo=algo)
-
-    pods = [member(1, "sac", 40.0), member(2, "td3", 10.0), member(3, "ppo", 30.0)]
-    pods.append(dataclasses.replace(pods[0], id="p0004", number=4, status=PodStatus.RUNNING, lineage="p0001"))
-    started = ["sac", "td3", "ppo", "sac"]
-
-    def plan(td3_score: float) -> Plan:
-        scores = {"p0001": ("sac", -100.0), "p0002": ("td3", td3_score), "p0003": ("ppo", -300.0)}
-        entries = [
-            Entry(i, None, a, "Pendulum-v1", {}, v, 10.0, 1, 1, 1.0, "/c.pt", 0.0, score_episodes=100)
-            for i, (a, v) in scores.items()
-        ]
-        return Generator(config).next(5, sorted(entries, key=lambda e: -e.score_mean), ["sac"], started, pods)
-
-    copy = plan(-300.0)
-    assert (copy.spec.algo, copy.lineage, copy.source.id) == ("sac", None, "p0001")  # a new member, SAC's top
-    assert copy.spec.init_checkpoint == pods[0].checkpoint and not copy.spec.preset
-    turn = plan(-101.0)
-    assert (turn.spec.algo, turn.lineage) == ("td3", "p0002")
 
 
 def test_a_one_slot_truncation_tournament_runs_each_algorithm_in_turn(tmp_path):
