@@ -12,6 +12,9 @@ difference is what that convention adds to the test metrics.
 
     python benchmarks/trading_tournament.py                         # 3 seeds, 480 s of training each
     python benchmarks/trading_tournament.py --seeds 0,1,2,3,4 --seconds 240
+    python benchmarks/trading_tournament.py --seeds 0,1,2,3,4 --seconds 240 --scheme truncation  # PBT
+
+``--scheme`` overrides the config's ``generator.scheme`` (the file's: ``leaderboard``, as its tables were measured).
 """
 
 from __future__ import annotations
@@ -28,13 +31,17 @@ CONFIG = Path(__file__).resolve().parent.parent / "examples" / "stock_dow29.yaml
 METRICS = ("sharpe_ratio", "annual_return", "max_drawdown")
 
 
-def run(seed: int, seconds: float) -> dict[str, dict[str, float]]:
+def run(seed: int, seconds: float, scheme: str | None = None) -> dict[str, dict[str, float]]:
     from podium.finance.backtest import backtest as run_backtest
     from podium.tournament import leaderboard, tournament
     from podium.tournament.config import load_tournament_config
 
-    backtest = load_tournament_config(CONFIG).backtest
+    config = load_tournament_config(CONFIG)
+    backtest = config.backtest
     assert backtest is not None
+    generator = config.generator.model_dump()
+    if scheme is not None:
+        generator["scheme"] = scheme
     with tempfile.TemporaryDirectory() as tmp:
         report = tournament(
             str(CONFIG),
@@ -42,6 +49,7 @@ def run(seed: int, seconds: float) -> dict[str, dict[str, float]]:
             progress=False,
             seed=seed,
             seconds=seconds,
+            generator=generator,
             backtest={**backtest.model_dump(), "generalisation": False},
         )
         rows: dict[str, dict[str, float]] = {}
@@ -66,13 +74,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--seconds", type=float, default=480.0, help="training budget of each tournament")
+    parser.add_argument(
+        "--scheme", choices=("leaderboard", "truncation"), default=None, help="generator.scheme (default: the config's)"
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     print(f"machine: {describe()}")
-    print(f"{CONFIG.name}: {args.seconds:g} s of training per tournament, seeds {seeds}; test 2016-01-04..2017-11-10")
+    from podium.tournament.config import load_tournament_config
+
+    scheme = args.scheme or load_tournament_config(CONFIG).generator.scheme
+    print(
+        f"{CONFIG.name}: {args.seconds:g} s of training per tournament, seeds {seeds}, generator.scheme {scheme}; "
+        "test 2016-01-04..2017-11-10"
+    )
     results: dict[str, list[dict[str, float]]] = {}
     for seed in seeds:
-        for name, row in run(seed, args.seconds).items():
+        for name, row in run(seed, args.seconds, args.scheme).items():
             results.setdefault(name, []).append(row)
             text = ", ".join(f"{k} {v:.3f}" for k, v in row.items())
             print(f"  seed {seed} {name:<30} {text}", flush=True)
