@@ -104,7 +104,8 @@ def task_mix(task: Task) -> dict[str, float]:
 
 DEFAULT_TASKS = "pendulum,acrobot"
 BOX2D_ENVS = ("LunarLanderContinuous-v3", "BipedalWalker-v3")
-SCHEME_LABELS = {"leaderboard": "tournament", "truncation": "tournament (truncation)"}
+# tables before 2026-12-07 label the leaderboard scheme (then podium's default) plain "tournament"
+SCHEME_LABELS = {"leaderboard": "tournament (leaderboard)", "truncation": "tournament (truncation)"}
 
 
 @dataclass
@@ -164,7 +165,7 @@ def _worker(job_file: str, launched: float) -> int:
             pool={"min": job["cores"], "max": job["cores"], "cpus_per_pod": 1},
             seed=job["seed"],
             backend="process",
-            generator={"scheme": job.get("scheme", "leaderboard")},
+            generator={"scheme": job.get("scheme") or "truncation"},
         )
         orchestrator = Orchestrator.start(config, run_dir=job["run_dir"], backend="process", progress=False)
         started = time.time()
@@ -570,9 +571,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, 30 s, pendulum only")
     parser.add_argument(
         "--schemes",
-        default="leaderboard",
-        help="tournament contestants by generator.scheme, comma-separated: leaderboard (podium's default), "
-        "truncation; empty = no tournament",
+        default="truncation",
+        help="tournament contestants by generator.scheme, comma-separated: truncation (podium's default), "
+        "leaderboard; empty = no tournament",
     )
     parser.add_argument(
         "--pbt", action="store_true", help="also run Ray Tune's PBT scheduler driving podium pods (needs ray[tune])"

@@ -27,7 +27,7 @@ def _yaml(tmp_path, **config):
 
 
 def test_tournament_resume_and_leaderboard_commands(tmp_path):
-    config = _yaml(tmp_path, steps=4 * 2048, generator={"explore": 0.0})
+    config = _yaml(tmp_path, steps=4 * 2048, generator={"scheme": "leaderboard", "explore": 0.0})
     run_dir = str(tmp_path / "run")
     result = runner.invoke(
         app,

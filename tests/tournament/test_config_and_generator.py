@@ -61,6 +61,13 @@ VALIDATION = {"period": ["2015-01-02", "2015-12-31"], "random_start": False, "sc
         ({"generator": {"ranges": {"sac": {"lr": [0.1, 1]}}}, "algos": {"sac": 1}}, r"ranges.sac: 'lr' is not a mut"),
         ({"generator": {"ranges": {"sac": {"autotune_alpha": [0, 1]}}}, "algos": {"sac": 1}}, "autotune_alpha"),
         ({"generator": {"scheme": "pbt"}}, "leaderboard.*truncation"),
+        # a field of the other scheme did nothing (an old config that set explore meant the leaderboard scheme)
+        (
+            {"generator": {"explore": 0.0, "parent": "best"}},
+            "explore, parent only apply to scheme: leaderboard, and this generator's scheme is truncation, the "
+            "default: set scheme: leaderboard to use them",
+        ),
+        ({"generator": {"scheme": "leaderboard", "ready_seconds": 5}}, "ready_seconds only applies to scheme: trunc"),
         (
             {"algos": {"td3": 1}, "generator": {"choices": {"td3": {"noise": ["ou", "gaussian"]}}}},
             r"choices.td3: 'noise' is not a setting td3 lets a tournament choose \(choices: noise_type\)",
@@ -187,7 +194,11 @@ def test_the_next_algorithm_is_the_one_furthest_below_its_share_once_the_pod_is_
 
 def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
     config = TournamentConfig(
-        **{**BASE, "algos": {"sac": 1}, "generator": {"explore": 0.0, "mutation_prob": 1.0, "mutation_scale": 4.0}}
+        **{
+            **BASE,
+            "algos": {"sac": 1},
+            "generator": {"scheme": "leaderboard", "explore": 0.0, "mutation_prob": 1.0, "mutation_scale": 4.0},
+        }
     )
     base = effective_hparams(config.pod_spec("sac", 0))
     # the parent's step size leaves room for the whole of [1/4, 4] inside the declared range (whatever the preset)
@@ -208,7 +219,7 @@ def test_children_inherit_the_algorithm_and_mutate_inside_the_valid_range():
 
 
 def test_explore_starts_fresh_pods_and_decisions_repeat_for_the_same_seed():
-    config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": {"explore": 0.5}})
+    config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": {"scheme": "leaderboard", "explore": 0.5}})
     base = effective_hparams(config.pod_spec("td3", 0))
     entries = [_entry("p0001", "td3", -150.0, 1, base), _entry("p0002", "td3", -170.0, 2, base)]
     plans = [Generator(config).next(n, entries, [], []) for n in range(3, 203)]
@@ -223,7 +234,9 @@ def test_explore_starts_fresh_pods_and_decisions_repeat_for_the_same_seed():
 
 
 def test_no_entry_of_the_chosen_algorithm_means_a_fresh_pod():
-    config = TournamentConfig(**{**BASE, "algos": {"ppo": 1, "sac": 1}, "generator": {"explore": 0.0}})
+    config = TournamentConfig(
+        **{**BASE, "algos": {"ppo": 1, "sac": 1}, "generator": {"scheme": "leaderboard", "explore": 0.0}}
+    )
     sac_entry = _entry("p0001", "sac", -150.0, 1, effective_hparams(config.pod_spec("sac", 0)))
     plan = Generator(config).next(2, [sac_entry], ["sac"], ["sac"])
     assert plan.spec.algo == "ppo" and plan.parent is None
@@ -234,7 +247,9 @@ def test_a_parent_is_picked_by_rank_uniformly_or_the_best():
     entries = [_entry(f"p000{i}", "sac", -100.0 * i, i, {}) for i in (1, 2, 3)]
     shares = {}
     for how in ("rank", "uniform", "best"):
-        config = TournamentConfig(**{**BASE, "algos": {"sac": 1}, "generator": {"explore": 0.0, "parent": how}})
+        config = TournamentConfig(
+            **{**BASE, "algos": {"sac": 1}, "generator": {"scheme": "leaderboard", "explore": 0.0, "parent": how}}
+        )
         picks = Counter(Generator(config).next(n, entries, [], ["sac"]).parent.pod_id for n in range(2, 1202))
         shares[how] = [picks[e.pod_id] / 1200 for e in entries]
     assert shares["best"] == [1.0, 0.0, 0.0]
@@ -263,7 +278,13 @@ def test_effective_hparams_are_the_defaults_then_the_preset_then_the_pods_own_as
 
 def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
     ranges = {"exploration_noise": [0.05, 0.8], "ou_theta": [0.05, 0.5]}
-    generator = {"explore": 1.0, "ranges": {"td3": ranges}, "mutation_prob": 1.0, "mutation_scale": 4.0}
+    generator = {
+        "scheme": "leaderboard",
+        "explore": 1.0,
+        "ranges": {"td3": ranges},
+        "mutation_prob": 1.0,
+        "mutation_scale": 4.0,
+    }
     config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": generator})
     base = effective_hparams(config.pod_spec("td3", 0))
     first = Generator(config).next(1, [], [], [])
@@ -296,7 +317,7 @@ def test_ranges_spread_fresh_pods_and_bound_mutations_and_resampling():
 
 def test_a_range_from_zero_is_drawn_uniformly():
     """Log-uniform draws need ``low > 0``; a range from 0 (or below) is drawn uniformly."""
-    generator = {"explore": 1.0, "ranges": {"td3": {"exploration_noise": [0.0, 0.5]}}}
+    generator = {"scheme": "leaderboard", "explore": 1.0, "ranges": {"td3": {"exploration_noise": [0.0, 0.5]}}}
     config = TournamentConfig(**{**BASE, "algos": {"td3": 1}, "generator": generator})
     noise = [Generator(config).next(n, [], [], ["td3"]).spec.hparams["exploration_noise"] for n in range(2, 402)]
     assert all(0.0 <= x <= 0.5 for x in noise)
@@ -309,7 +330,7 @@ def test_choices_spread_fresh_pods_and_children_switch_only_what_keeps_the_netwo
     switches TD3's noise type with probability mutation_prob * resample_prob, but never gSDE's ``use_sde``
     (it changes the networks the child inherits from its parent's checkpoint)."""
     choices = {"td3": {"noise_type": ["gaussian", "ou"]}, "sac": {"use_sde": [False, True]}}
-    generator = {"explore": 1.0, "choices": choices}
+    generator = {"scheme": "leaderboard", "explore": 1.0, "choices": choices}
     config = TournamentConfig(**{**BASE, "algos": {"td3": 1, "sac": 1}, "generator": generator})
     gen = Generator(config)
     assert gen.next(1, [], [], []).spec.hparams == {}  # the first pod of an algorithm keeps the preset
@@ -319,7 +340,13 @@ def test_choices_spread_fresh_pods_and_children_switch_only_what_keeps_the_netwo
         assert drawn.keys() == set(choices[algo][name]) and min(drawn.values()) > 0.35 * sum(drawn.values())
         assert all(p.sampled[name] == p.spec.hparams[name] for p in fresh if p.spec.algo == algo)
 
-    generator = {"explore": 0.0, "choices": choices, "mutation_prob": 0.5, "resample_prob": 0.5}
+    generator = {
+        "scheme": "leaderboard",
+        "explore": 0.0,
+        "choices": choices,
+        "mutation_prob": 0.5,
+        "resample_prob": 0.5,
+    }
     config = TournamentConfig(**{**BASE, "algos": {"td3": 1, "sac": 1}, "generator": generator})
     td3 = _entry("p0001", "td3", -150.0, 1, effective_hparams(config.pod_spec("td3", 0)) | {"noise_type": "ou"})
     sac = _entry("p0002", "sac", -160.0, 2, effective_hparams(config.pod_spec("sac", 0)) | {"use_sde": True})
@@ -372,7 +399,7 @@ def test_an_algorithm_that_trails_beyond_the_noise_gives_up_most_of_its_share():
 
 
 def test_a_losing_algorithm_still_gets_a_pod_now_and_then():
-    config = TournamentConfig(**BASE)  # ppo, sac and td3 at one third each
+    config = TournamentConfig(**{**BASE, "generator": {"scheme": "leaderboard"}})  # ppo, sac and td3 at one third each
     entries = [_scored("p0001", "sac", 150.0), _scored("p0002", "td3", 140.0), _scored("p0003", "ppo", -50.0)]
     pods = [_finished(1, "sac"), _finished(2, "td3"), _finished(3, "ppo")]
     started = ["sac", "td3", "ppo"]
@@ -380,7 +407,7 @@ def test_a_losing_algorithm_still_gets_a_pod_now_and_then():
         started.append(Generator(config).next(number, entries, started[-1:], started, pods).spec.algo)
     counts = Counter(started[3:])  # shares 4/9, 4/9, 1/9 of 180 pods: 80, 80, 20
     assert 8 <= counts["ppo"] <= 35 and counts["sac"] >= 55 and counts["td3"] >= 55, counts
-    fixed = TournamentConfig(**{**BASE, "generator": {"losing_share": 1.0}})
+    fixed = TournamentConfig(**{**BASE, "generator": {"scheme": "leaderboard", "losing_share": 1.0}})
     assert Generator(fixed).next(4, entries, [], ["sac", "td3"], pods).spec.algo == "ppo"  # the configured mix
 
 

@@ -35,7 +35,7 @@ def test_an_inline_tournament_fills_the_leaderboard_with_lineage_and_prunes_chec
         steps=12 * 2048,
         leaderboard_size=3,
         algos={"ppo": 1, "dqn": 1},
-        generator={"explore": 0.0},
+        generator={"scheme": "leaderboard", "explore": 0.0},
         pool={"max": 2},
         **{k: v for k, v in _config().items() if k != "algos"},
     )

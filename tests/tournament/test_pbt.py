@@ -165,14 +165,13 @@ def test_a_failed_member_copies_a_top_member_and_a_new_slot_starts_a_new_member(
     assert plan.lineage == "p0004" and plan.source in pods[:1]
     running = [p if p.status != PodStatus.FAILED else _pod(4, -400.0, status=PodStatus.RUNNING) for p in pods]
     entry = Entry("p0001", None, "sac", "Pendulum-v1", {"tau": 0.02}, -100.0, 10.0, 1, 1, 1.0, "/c.pt", 0.0, 1)
-    config = _config(explore=0.0)  # a new member starts fresh even with an entry to copy
-    fresh = Generator(config).next(8, [entry], ["sac"] * 4, ["sac"] * 7, running)
+    fresh = Generator(_config()).next(8, [entry], ["sac"] * 4, ["sac"] * 7, running)  # a new member: fresh
     assert fresh.lineage is None and fresh.source is None and fresh.spec.init_checkpoint is None
     assert fresh.parent is None
 
 
 def test_the_usual_perturbation_also_drives_the_leaderboard_scheme():
-    config = TournamentConfig(**{**BASE, "generator": {"explore": 0.0, "mutation_prob": 1.0}})
+    config = TournamentConfig(**{**BASE, "generator": {"scheme": "leaderboard", "explore": 0.0, "mutation_prob": 1.0}})
     base = effective_hparams(config.pod_spec("sac", 0))
     hparams = {**base, "actor_lr": 1e-3}
     parent = Entry("p0001", None, "sac", "Pendulum-v1", hparams, -150.0, 1.0, 100, 100, 1.0, "/c/p0001.pt", 0.0, 1)
@@ -186,7 +185,7 @@ def test_a_mutable_hyperparameter_at_zero_is_resampled_from_its_range():
     """PPO declares ``ent_coef`` mutable in (0, 0.05) with a default of 0: a factor of 0.8 or 1.2 left it at 0
     in every child, so the generator never explored it."""
     config = TournamentConfig(env="CartPole-v1", seconds=10, pod={"seconds": 2}, algos={"ppo": 1},
-                              generator={"explore": 0.0, "mutation_prob": 1.0})  # fmt: skip
+                              generator={"scheme": "leaderboard", "explore": 0.0, "mutation_prob": 1.0})  # fmt: skip
     base = effective_hparams(config.pod_spec("ppo", 0))
     assert base["ent_coef"] == 0.0
     parent = Entry("p0001", None, "ppo", "CartPole-v1", base, 100.0, 1.0, 100, 100, 1.0, "/c/p0001.pt", 0.0, 1)
@@ -299,7 +298,7 @@ def test_a_tournament_searches_td3s_noise_type(tmp_path, capsys):
         pod={"steps": 512, "eval_every": 512, "eval_episodes": 2, "tensorboard": False, "eval_mode": "inline"},
         hparams={"td3": {"learning_starts": 256}},
         pool={"min": 1, "max": 1},
-        generator={"explore": 1.0, "choices": {"td3": {"noise_type": ["gaussian", "ou"]}}},
+        generator={"scheme": "leaderboard", "explore": 1.0, "choices": {"td3": {"noise_type": ["gaussian", "ou"]}}},
         seed=0,
     )
     assert len(pods) == 4 and pods[0].hparams["noise_type"] == "gaussian"  # the first: the preset's

@@ -180,7 +180,7 @@ def test_the_same_config_runs_on_ray_and_on_processes_to_equivalent_leaderboards
         steps=budget,
         leaderboard_size=size,
         pool={"max": 2},
-        generator={"explore": 0.0},
+        generator={"scheme": "leaderboard", "explore": 0.0},
     )
     runs = {}
     for backend in ("process", "ray"):

@@ -150,7 +150,9 @@ def test_a_tournament_ranks_its_pods_by_the_fresh_score_of_their_best_snapshot(t
 def test_once_the_board_is_full_each_new_pod_gets_the_last_entry_as_its_selection_bar(tmp_path):
     from podium.tournament.orchestrator import open_leaderboard
 
-    report = _ppo_tournament(tmp_path, steps=6144, pod_steps=2048, select_episodes=8, leaderboard_size=1)
+    report = _ppo_tournament(
+        tmp_path, steps=6144, pod_steps=2048, select_episodes=8, leaderboard_size=1, generator={"scheme": "leaderboard"}
+    )
     board = open_leaderboard(report.run_dir)
     try:
         pods = sorted(board.pods(), key=lambda pod: pod.number)
