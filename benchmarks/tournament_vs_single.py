@@ -165,7 +165,7 @@ def _worker(job_file: str, launched: float) -> int:
             pool={"min": job["cores"], "max": job["cores"], "cpus_per_pod": 1},
             seed=job["seed"],
             backend="process",
-            generator={"scheme": job.get("scheme") or "truncation"},
+            generator={"scheme": job["scheme"]},
         )
         orchestrator = Orchestrator.start(config, run_dir=job["run_dir"], backend="process", progress=False)
         started = time.time()
@@ -538,6 +538,8 @@ def print_table(runs: list[Run]) -> None:
 
 
 def main() -> None:
+    from podium.tournament.config import GeneratorConfig
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"comma-separated, of {', '.join(TASKS)}")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (seed indices 0..N-1)")
@@ -571,9 +573,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, 30 s, pendulum only")
     parser.add_argument(
         "--schemes",
-        default="truncation",
-        help="tournament contestants by generator.scheme, comma-separated: truncation (podium's default), "
-        "leaderboard; empty = no tournament",
+        default=GeneratorConfig.model_fields["scheme"].default,
+        help="tournament contestants by generator.scheme, comma-separated: "
+        f"{', '.join(SCHEME_LABELS)} (default: podium's, %(default)s); empty = no tournament",
     )
     parser.add_argument(
         "--pbt", action="store_true", help="also run Ray Tune's PBT scheduler driving podium pods (needs ray[tune])"

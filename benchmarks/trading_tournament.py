@@ -31,7 +31,7 @@ CONFIG = Path(__file__).resolve().parent.parent / "examples" / "stock_dow29.yaml
 METRICS = ("sharpe_ratio", "annual_return", "max_drawdown")
 
 
-def run(seed: int, seconds: float, scheme: str | None = None) -> dict[str, dict[str, float]]:
+def run(seed: int, seconds: float, scheme: str) -> dict[str, dict[str, float]]:
     from podium.finance.backtest import backtest as run_backtest
     from podium.tournament import leaderboard, tournament
     from podium.tournament.config import load_tournament_config
@@ -39,9 +39,7 @@ def run(seed: int, seconds: float, scheme: str | None = None) -> dict[str, dict[
     config = load_tournament_config(CONFIG)
     backtest = config.backtest
     assert backtest is not None
-    generator = config.generator.model_dump()
-    if scheme is not None:
-        generator["scheme"] = scheme
+    generator = {**config.generator.model_dump(exclude_unset=True), "scheme": scheme}
     with tempfile.TemporaryDirectory() as tmp:
         report = tournament(
             str(CONFIG),
@@ -89,7 +87,7 @@ def main() -> None:
     )
     results: dict[str, list[dict[str, float]]] = {}
     for seed in seeds:
-        for name, row in run(seed, args.seconds, args.scheme).items():
+        for name, row in run(seed, args.seconds, scheme).items():
             results.setdefault(name, []).append(row)
             text = ", ".join(f"{k} {v:.3f}" for k, v in row.items())
             print(f"  seed {seed} {name:<30} {text}", flush=True)

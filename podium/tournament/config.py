@@ -111,7 +111,8 @@ class GeneratorConfig(_Strict):
     selected checkpoint) and mutates its hyperparameters. ``leaderboard``: a free slot starts a child of a
     leaderboard entry (or, with probability ``explore``, a fresh pod); every pod is a new lineage's step.
     Measured on two cores (BENCHMARKS.md), truncation reached LunarLanderContinuous's target in 5 seeds of 5
-    where leaderboard did in 1, and the two were level on MountainCarContinuous, Pendulum and trading."""
+    where leaderboard did in 1; the two were level on MountainCarContinuous and Pendulum, and both met the
+    trading goal."""
     losing_share: float = Field(default=0.25, gt=0, le=1)
     """Once every algorithm of the mix has ended a pod (finished or failed), an algorithm that is losing (its
     best leaderboard entry trails the best entry by more than ``losing_margin`` standard errors of the gap, or
