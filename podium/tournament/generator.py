@@ -52,7 +52,7 @@ from podium.tournament.config import TournamentConfig
 from podium.tournament.leaderboard import Entry, PodRecord
 from podium.tournament.states import PodStatus
 
-__all__ = ["Generator", "Plan", "algo_shares", "effective_hparams"]
+__all__ = ["Generator", "Plan", "algo_shares", "effective_hparams", "members"]
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import signal
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from podium.pod import build_agent
 from podium.rundir import DirLock, PodDir, RunDirError, TournamentDir, safe_name
 from podium.tournament.backends import Backend, PodJob, PodOutcome, Resources, backend_for, read_error, read_report
 from podium.tournament.config import TournamentConfig, load_tournament_config
-from podium.tournament.generator import Generator, effective_hparams
+from podium.tournament.generator import Generator, effective_hparams, members
 from podium.tournament.leaderboard import (
     DatabaseError,
     Entry,
@@ -63,7 +64,7 @@ from podium.tournament.scheduler import (
     reaches,
 )
 from podium.tournament.states import PodStatus, StopReason
-from podium.tournament.updater import Updater, score_of, selection_bar
+from podium.tournament.updater import Updater, member_bar, score_of, selection_bar
 from podium.tournament.view import PoolView
 
 __all__ = ["MIN_ROUND_SECONDS", "Orchestrator", "TournamentReport", "open_leaderboard", "preflight"]
@@ -624,11 +625,15 @@ class Orchestrator:
         run_dir = Path(pod.run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
         spec = PodSpec(**pod.spec)
-        # the score a pod's selection must be able to reach to make a difference, as the board and the target
-        # stand now (a resumed pod takes it too); truncation ranks every member by its score: no bar there
+        # the score a pod's selection must be able to reach to make a difference, as the board, the target and
+        # (truncation) its algorithm's members stand now; a resumed pod takes it too
         bar = None
         if spec.select_episodes > 0 and self.config.generator.scheme == "leaderboard":
             bar = selection_bar(self.board.entries(), self.config.leaderboard_size, self.config.target)
+        elif spec.select_episodes > 0:
+            counts = Counter(member[0].algo for member in members(self.board.pods()).values())
+            mix = [algo for algo, weight in self.config.algos.items() if weight > 0]
+            bar = member_bar(pod.algo, counts, mix, self.capacity or 0, self.config.target)
         spec = spec.model_copy(update={"select_bar": bar})
         record = {
             "status": PodStatus.RUNNING,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from podium.pod import PodReport
@@ -32,7 +32,7 @@ from podium.store import CheckpointError, load_checkpoint
 from podium.tournament.leaderboard import Entry, Leaderboard, PodRecord
 from podium.tournament.states import ACTIVE, FINAL, PodStatus
 
-__all__ = ["Updater", "checkpoint_holds", "score_of", "selection_bar"]
+__all__ = ["Updater", "checkpoint_holds", "member_bar", "score_of", "selection_bar"]
 
 
 class Updater:
@@ -173,6 +173,22 @@ def selection_bar(entries: Sequence[Entry], size: int, target: float | None) -> 
         return None
     cut = min(entry.score_mean for entry in entries)
     return cut if target is None else min(cut, target)
+
+
+def member_bar(
+    algo: str, members: Mapping[str, int], mix: Sequence[str], slots: int, target: float | None
+) -> float | None:
+    """``scheme: truncation``'s :func:`selection_bar` for a pod of ``algo``, where ``members`` counts each
+    algorithm's members (lineages) and the pool has ``slots`` slots. Truncation ranks an algorithm's members
+    against each other by their selection scores, so every score counts (None) unless ``algo`` has one member
+    and will keep it: every algorithm of the ``mix`` has a member and the members fill the slots (the
+    generator then starts no new member: a freed slot always has one waiting). Such a lone member is ranked
+    against no other, and below the ``target`` it cannot stop the tournament: the bar is the target (None
+    without one). Its score still weighs its algorithm in the mix (``generator.losing_share``); a score
+    stopped early counts fewer episodes, so its wider standard error makes the mix slower, not quicker, to
+    call that algorithm losing."""
+    settled = all(members.get(name, 0) > 0 for name in mix) and sum(members.values()) >= slots
+    return target if settled and members.get(algo, 0) == 1 else None
 
 
 def checkpoint_holds(entry: Entry) -> bool:

@@ -58,12 +58,12 @@ def _inline_tournament(tmp_path, cpus: int, **fields) -> list[PodRecord]:
     from podium.tournament.backends.inline import InlineBackend
     from podium.tournament.leaderboard import Leaderboard
 
+    fields.setdefault("selection", {"episodes": 0})
     report = tournament(
         run_dir=tmp_path / "run",
         progress=False,
         backend=InlineBackend(Resources(cpus=cpus)),
         env="Pendulum-v1",
-        selection={"episodes": 0},
         **fields,
     )
     board = Leaderboard(f"sqlite:///{tmp_path / 'run' / 'leaderboard.db'}", report.name)
@@ -307,3 +307,47 @@ def test_a_tournament_searches_td3s_noise_type(tmp_path, capsys):
     out = capsys.readouterr().out
     for pod, value in zip(pods[1:], drawn, strict=True):
         assert f"{pod.id} td3 started fresh (noise_type {value})" in out
+
+
+def test_a_lone_members_selection_stops_early_only_below_the_target_and_ranked_members_play_in_full(tmp_path):
+    """``scheme: truncation`` ranks an algorithm's members by their selection scores, so with two members each
+    plays its selection in full (no bar); a lone member is ranked against no other, and its selection may stop
+    early only where it is surely below the target (the bar is the target)."""
+    from podium.tournament.updater import member_bar
+
+    mix = ["sac", "td3", "ppo"]
+    assert member_bar("sac", {"sac": 1, "td3": 1, "ppo": 1}, mix, 2, 200.0) == 200.0  # members take turns
+    assert member_bar("sac", {"sac": 1, "td3": 1, "ppo": 1}, mix, 3, None) is None  # no target: no bar
+    assert member_bar("sac", {"sac": 1, "td3": 1}, mix, 2, 200.0) is None  # ppo's member is still to come
+    assert member_bar("sac", {"sac": 1, "td3": 1, "ppo": 1}, mix, 4, 200.0) is None  # a 4th member may be sac's
+    assert member_bar("sac", {"sac": 2, "td3": 1, "ppo": 1}, mix, 4, 200.0) is None  # ranked against another
+    assert member_bar("td3", {"sac": 2, "td3": 1, "ppo": 1}, mix, 4, 200.0) == 200.0
+    common = {
+        "steps": 4 * 512,
+        "pod": {"steps": 512, "eval_every": 512, "eval_episodes": 2, "tensorboard": False, "eval_mode": "inline"},
+        "hparams": {"sac": {"learning_starts": 256}, "ppo": {"rollout_size": 256}},
+        "target": -150.0,
+        "seed": 0,
+    }
+    lone = _inline_tournament(
+        tmp_path / "lone",
+        cpus=1,
+        algos={"sac": 1, "ppo": 1},
+        pool={"min": 1, "max": 1},
+        generator={"scheme": "truncation", "losing_share": 1.0},
+        selection={"episodes": 8},
+        **common,
+    )
+    assert len({p.lineage for p in lone}) == 2
+    assert lone[0].spec["select_bar"] is None  # PPO had no member yet: sac's first round plays in full
+    assert all(p.spec["select_bar"] == -150.0 for p in lone[1:])
+    ranked = _inline_tournament(
+        tmp_path / "ranked",
+        cpus=2,
+        algos={"sac": 1},
+        pool={"min": 2, "max": 2},
+        generator={"scheme": "truncation"},
+        selection={"episodes": 8},
+        **{**common, "hparams": {"sac": {"learning_starts": 256}}},
+    )
+    assert len({p.lineage for p in ranked}) == 2 and all(p.spec["select_bar"] is None for p in ranked)
