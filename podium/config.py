@@ -234,7 +234,8 @@ class PodSpec(BaseModel):
     curse), a fresh score is not. Tournaments rank pods by it. 0 = off."""
     select_bar: float | None = None
     """The score below which the selection score makes no difference (a tournament sets the last entry of its
-    full leaderboard, or its target if lower). On an env whose copies step one by one (gymnasium's through
+    full leaderboard, or its target if lower; under ``scheme: truncation``, the target for an algorithm's
+    lone member). On an env whose copies step one by one (gymnasium's through
     the adapter, MuJoCo C), the selection is then played in four parts of at least 25 episodes and stops
     after a part where the mean plus 3.5 standard errors is still below the bar: a pod that cannot enter
     costs a quarter of the episodes. Such a score counts fewer ``selection_episodes`` and leans low (it

@@ -44,7 +44,7 @@ _OWNED_POD_FIELDS = {
     "init_checkpoint": "generator (children start from their parent's checkpoint)",
     "target": "target",
     "select_episodes": "selection.episodes",
-    "select_bar": "selection (the tournament sets each pod's bar from its leaderboard)",
+    "select_bar": "selection (the tournament sets each pod's bar from its leaderboard or its target)",
 }
 
 DEMO_CONFIG: dict[str, Any] = {
