@@ -10,7 +10,7 @@ from typing import Any
 
 from podium.rundir import PodDir
 
-__all__ = ["CurveWriter", "ScalarLogger", "figure", "plot_curve", "read_curve"]
+__all__ = ["CurveWriter", "ScalarLogger", "figure", "plot_curve", "read_curve", "save_figure"]
 
 CURVE_FIELDS = ["step", "wall_time", "eval_mean", "eval_std", "eval_episodes", "best_mean", "confirm_mean", "scored_at"]
 """Columns of ``curve.csv``: the snapshot's env steps and seconds of training, its routine evaluation
@@ -136,6 +136,15 @@ def figure(width: float, height: float, rows: int = 1, cols: int = 1) -> tuple[A
     return fig, list(fig.subplots(rows, cols, squeeze=False).ravel())
 
 
+def save_figure(fig: Any, path: Path) -> None:
+    """Write ``fig`` as a PNG to ``path`` atomically: a reader (the dashboard, a user's viewer) never sees half
+    a file, and a process stopped while drawing leaves the previous plot."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, dpi=110, format="png")
+    tmp.replace(path)
+
+
 def plot_curve(rows: list[dict[str, Any]], path: Path, title: str, target: float | None = None) -> None:
     """Draw evaluation mean ± std against env steps and against wall-clock seconds into ``path`` (PNG)."""
     if not rows:
@@ -159,4 +168,4 @@ def plot_curve(rows: list[dict[str, Any]], path: Path, title: str, target: float
         ax.set_ylabel("evaluation return")
         ax.grid(alpha=0.3)
     fig.suptitle(title)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)

@@ -33,3 +33,18 @@ def test_a_runs_plots_keep_the_users_matplotlib_backend(tmp_path):
     assert done.returncode == 0, done.stderr
     for name in ("curve.png", "progress.png", "champion.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_a_pod_told_not_to_plot_leaves_its_curve_to_the_caller(tmp_path):
+    """``Pod.run(plot=False)`` (a tournament's pod process) draws no ``curve.png``; ``Pod.plot`` then draws it
+    from ``curve.csv``, and a figure is written whole or not at all (no ``.tmp`` left beside it)."""
+    from podium.config import PodSpec
+    from podium.pod import Pod
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, num_envs=8, eval_episodes=4, tensorboard=False)
+    pod = Pod(spec, tmp_path)
+    pod.run(plot=False)
+    assert (tmp_path / "curve.csv").is_file() and not (tmp_path / "curve.png").exists()
+    pod.plot()
+    assert (tmp_path / "curve.png").read_bytes().startswith(b"\x89PNG")
+    assert not list(tmp_path.glob("*.tmp"))

@@ -47,7 +47,7 @@ from podium.finance.env import FILLS, StockTradingVecEnv
 from podium.finance.indicators import FINRL_INDICATORS
 from podium.finance.market import TEST_PERIOD, TRAIN_PERIOD, MarketData, check_split, load_market, prepared_frame
 from podium.finance.metrics import METRICS, performance_table
-from podium.logging import figure
+from podium.logging import figure, save_figure
 from podium.rundir import PodDir, TournamentDir, not_a_file
 from podium.store import CheckpointError, load_checkpoint
 
@@ -582,7 +582,7 @@ def _plot_backtest(report: BacktestReport, path: Path) -> None:
     ax.set_ylabel("account value ($)")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------- generalisation
@@ -701,7 +701,7 @@ def _plot_generalisation(frame: pd.DataFrame, path: Path) -> None:
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     top.legend(fontsize="small")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------- command

@@ -2,7 +2,15 @@
 
 from podium.pod.evaluator import EvalResult, EvaluationError, Evaluator, EvaluatorService, Scored, Snapshot
 from podium.pod.learner import Learner, average_agents
-from podium.pod.pod import Pod, PodInterrupted, PodReport, TrainingDivergedError, build_agent, resolve_config
+from podium.pod.pod import (
+    Pod,
+    PodInterrupted,
+    PodReport,
+    TrainingDivergedError,
+    build_agent,
+    draw_curve,
+    resolve_config,
+)
 from podium.pod.worker import RolloutStats, Worker
 
 __all__ = [
@@ -21,5 +29,6 @@ __all__ = [
     "Worker",
     "average_agents",
     "build_agent",
+    "draw_curve",
     "resolve_config",
 ]

@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from podium.logging import figure
+from podium.logging import figure, save_figure
 from podium.rundir import PodDir
 
 __all__ = ["plot_champion", "plot_progress"]
@@ -35,7 +35,7 @@ def plot_progress(history: list[dict[str, Any]], path: Path, target: float | Non
     ax.set_ylabel("evaluation return")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
 
 
 def plot_champion(lineage: list[dict[str, Any]], path: Path, target: float | None = None) -> None:
@@ -68,4 +68,4 @@ def plot_champion(lineage: list[dict[str, Any]], path: Path, target: float | Non
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # (no curve and no target: nothing to name)
         ax.legend(loc="lower right", fontsize=8)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)

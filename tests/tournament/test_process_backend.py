@@ -550,3 +550,34 @@ def test_a_numbered_gpu_is_refused_where_each_pod_gets_its_own(tmp_path):
     pod["device"] = "cuda:0"  # the one GPU each pod sees: accepted, as before (and resumable)
     config = load_tournament_config(None, env="CartPole-v1", algos={"ppo": 1}, steps=2048, pod=pod)
     _check_pods_can_run(config, ProcessBackend())
+
+
+def test_a_pod_process_draws_its_curve_after_it_reported(tmp_path, monkeypatch, capfd):
+    """The orchestrator acts on ``done`` and ``report.json``; matplotlib's drawing (about 0.8 s in a fresh
+    process) comes after both, and a drawing that fails does not fail a pod that trained."""
+    from podium.config import PodSpec
+    from podium.tournament.backends import process
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, torch_threads=1, **POD)
+    seen = []
+
+    def draw(run_dir, pod_spec):
+        seen.append(((Path(run_dir) / "done").read_text(), (Path(run_dir) / "report.json").is_file()))
+        real(run_dir, pod_spec)
+
+    real = process.draw_curve
+    monkeypatch.setattr(process, "draw_curve", draw)
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        job = {"pod_id": name, "spec": spec.model_dump(mode="json"), "resume": False}
+        (tmp_path / name / "job.json").write_text(json.dumps(job))
+    assert process.run_one(str(tmp_path / "a")) == 0
+    assert seen == [("0", True)] and (tmp_path / "a" / "curve.png").is_file()
+
+    def broken(run_dir, pod_spec):
+        raise RuntimeError("no fonts today")
+
+    monkeypatch.setattr(process, "draw_curve", broken)
+    assert process.run_one(str(tmp_path / "b")) == 0
+    assert (tmp_path / "b" / "done").read_text() == "0" and not (tmp_path / "b" / "error.txt").exists()
+    assert "no fonts today" in capfd.readouterr().err

@@ -319,7 +319,7 @@ def test_a_resumed_pod_takes_the_selection_bar_of_its_new_start(tmp_path, monkey
     spec = PodSpec(env="CartPole-v1", algo="ppo", steps=256, num_envs=4, tensorboard=False, select_bar=50.0)
     report = Pod(spec, tmp_path / "p").run()
     seen = []
-    monkeypatch.setattr(Pod, "run", lambda self: seen.append(self.spec.select_bar) or report)
+    monkeypatch.setattr(Pod, "run", lambda self, plot=True: seen.append(self.spec.select_bar) or report)
     run_job(PodJob("p0001", spec.model_copy(update={"select_bar": None}), tmp_path / "p", resume=True))
     run_job(PodJob("p0001", spec.model_copy(update={"select_bar": 20.0}), tmp_path / "p", resume=True))
     assert seen == [None, 20.0]

@@ -204,9 +204,10 @@ def write_report(run_dir: Path, report: PodReport) -> None:
     os.replace(tmp, path)
 
 
-def run_job(job: PodJob) -> PodReport:
+def run_job(job: PodJob, plot: bool = True) -> PodReport:
     """Run one pod to the end of its budget (resuming it when asked and a checkpoint exists; a pod to resume
-    that never wrote one starts again from the beginning, over its own earlier start)."""
+    that never wrote one starts again from the beginning, over its own earlier start) and write its report.
+    ``plot=False``: the caller draws its ``curve.png`` (:func:`podium.pod.draw_curve`) once the report is out."""
     from podium.pod import Pod
 
     if job.resume and PodDir(job.run_dir).last.is_file():
@@ -215,6 +216,6 @@ def run_job(job: PodJob) -> PodReport:
         pod.spec = pod.spec.model_copy(update={"select_bar": job.spec.select_bar})
     else:
         pod = Pod(job.spec, job.run_dir, progress=False, overwrite=job.resume)
-    report = pod.run()
+    report = pod.run(plot=plot)
     write_report(job.run_dir, report)
     return report

@@ -13,7 +13,8 @@ Pod processes are reused: after a job succeeds, the process reads the next pod's
 standard input instead of exiting, so a tournament of short rounds pays Python's and torch's start-up
 (about 2 s of CPU per process on a laptop core) once per pool slot rather than once per pod. A process
 whose job failed exits; an idle process exits when its stdin closes (the orchestrator ended) and is
-stopped by the backend after ``idle_timeout`` seconds without work.
+stopped by the backend after ``idle_timeout`` seconds without work. A pod process draws its pod's
+``curve.png`` after it wrote ``done``: the orchestrator acts on the report while matplotlib draws.
 
 Pods run in their own session: Ctrl-C in the terminal reaches the orchestrator, which stops them in
 order. A pod that outlives a killed orchestrator is adopted by the next one (``podium tournament
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING
 from podium._pod_entry import Terminated
 from podium.config import PodSpec
 from podium.machine import CPUS_ENV, local_cpus
-from podium.pod import PodInterrupted
+from podium.pod import PodInterrupted, draw_curve
 from podium.rundir import PodDir
 from podium.tournament.backends import (
     Backend,
@@ -238,13 +239,15 @@ class ProcessBackend(Backend):
     def _retire_idle(self, older_than: float) -> None:
         """Stop idle pod processes that waited more than ``older_than`` seconds (closing stdin ends them)."""
         now = time.monotonic()
-        for idle in [i for i in self._idle if now - i.since >= older_than]:
+        retired = [i for i in self._idle if now - i.since >= older_than]
+        for idle in retired:  # all told first: one still drawing its last pod's curve finishes beside the others
             self._idle.remove(idle)
             with contextlib.suppress(OSError):
                 if idle.popen.stdin is not None:
                     idle.popen.stdin.close()
+        for idle in retired:
             try:
-                idle.popen.wait(timeout=2.0)
+                idle.popen.wait(timeout=IDLE_EXIT_S)
             except subprocess.TimeoutExpired:
                 _stop(_Running(Path("."), idle.popen.pid, idle.popen, idle.gpu, idle.start))
 
@@ -345,6 +348,10 @@ def _read_done(run_dir: Path) -> int | None:
         return None
 
 
+IDLE_EXIT_S = 5.0
+"""Seconds an idle pod process has to exit once its stdin closed (it may be drawing its last pod's curve:
+about 1 s in a process that has not drawn before) before it is stopped."""
+
 STOP_GRACE = 15.0
 """Seconds a stopped pod has to save its checkpoint (and an off-policy pod its replay buffer) before SIGKILL."""
 
@@ -407,10 +414,11 @@ def run_one(run_dir: str) -> int:
     orchestrator that did not start this process (it adopted the pod, and gets no exit status) learns how it
     ended just as the one that started it does."""
     path = PodDir(run_dir)
+    spec: PodSpec | None = None
     try:
         job = json.loads(path.job.read_text())
         spec = PodSpec(**job["spec"])
-        run_job(PodJob(job["pod_id"], spec, path.root, bool(job.get("resume"))))
+        run_job(PodJob(job["pod_id"], spec, path.root, bool(job.get("resume"))), plot=False)
         code = 0
     except Terminated:  # before the pod took SIGTERM over, or after it let it go
         code = 128 + signal.SIGTERM
@@ -424,7 +432,19 @@ def run_one(run_dir: str) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     path.done.write_text(str(code))
+    if spec is not None:  # the learning curve after the report: the orchestrator does not wait for it
+        _draw_curve(path, spec)
     return code
+
+
+def _draw_curve(path: PodDir, spec: PodSpec) -> None:
+    """Draw the pod's ``curve.png``; a failure to draw is printed to ``pod.log``, it does not fail the pod."""
+    try:
+        draw_curve(path.root, spec)
+    except Exception:
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
 
 
 def _log_to(run_dir: Path) -> None:
