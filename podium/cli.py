@@ -418,12 +418,14 @@ def tournament_command(
     except ConfigError as exc:
         raise _fail(str(exc)) from exc
     _say(f"[dim]podium tournament: checking {escape(resume_dir or config)} ...[/]")
+    from podium._pod_entry import start_ahead
     from podium.tournament import load_tournament_config
-    from podium.tournament.orchestrator import Orchestrator, read_config
 
     try:
         if config == "resume":
             assert resume_dir is not None
+            from podium.tournament.orchestrator import Orchestrator, read_config
+
             orchestrator = Orchestrator.resume(
                 resume_dir,
                 backend=backend,
@@ -463,6 +465,9 @@ def tournament_command(
                 steps=steps,
                 target=target,
             )
+            start_ahead(cfg)  # the first pods import torch beside this process, which imports it next
+            from podium.tournament.orchestrator import Orchestrator
+
             report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
         _print_tournament(report, trading=cfg.backtest is not None)
         _backtest_after(report, cfg)
@@ -592,11 +597,14 @@ def demo_command(
     """The main job on the embedded default: a short PPO/SAC/TD3 tournament on Pendulum with local
     subprocesses and a SQLite leaderboard; prints the leaderboard."""
     _say("[dim]podium demo: checking the config ...[/]")
+    from podium._pod_entry import start_ahead
     from podium.tournament.config import DEMO_CONFIG, load_tournament_config
-    from podium.tournament.orchestrator import Orchestrator
 
     try:
         cfg = load_tournament_config(None, **{**DEMO_CONFIG, "seconds": seconds})
+        start_ahead(cfg)  # the first pods import torch beside this process, which imports it next
+        from podium.tournament.orchestrator import Orchestrator
+
         report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
     except _tournament_errors() as exc:
         raise _fail(str(exc)) from exc
@@ -604,7 +612,13 @@ def demo_command(
 
 
 def main() -> None:
-    app()
+    """The ``podium`` command: its exit skips Python's teardown of torch (:func:`podium.machine.exit_process`)."""
+    from podium.machine import exit_process
+
+    try:
+        app()
+    except SystemExit as exc:  # typer's way out, also after a command that succeeded
+        exit_process(exc.code)
 
 
 if __name__ == "__main__":

@@ -95,3 +95,27 @@ def test_threads_that_fork_at_once_leave_the_collector_as_it_was():
         [sys.executable, "-c", FORKING_THREADS, machine.__file__], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_exit_process_runs_atexit_flushes_and_keeps_the_exit_code(tmp_path):
+    """``exit_process`` skips Python's teardown, not what a program relies on at exit: its ``atexit`` handlers,
+    buffered output, the exit status (a message for a status, as ``sys.exit``), and the end of a thread that
+    still runs."""
+    code = (
+        "import atexit, sys, threading, time\n"
+        "from podium.machine import exit_process\n"
+        "atexit.register(lambda: print('handler'))\n"
+        "print('buffered', end=' ')\n"
+        "if sys.argv[1] == 'thread':\n"
+        "    threading.Thread(target=lambda: (time.sleep(0.3), open(sys.argv[2], 'w').write('done'))).start()\n"
+        "exit_process({'int': 3, 'none': None, 'str': 'it failed', 'thread': 0}[sys.argv[1]])\n"
+    )
+    marker = tmp_path / "thread.txt"
+    runs = {
+        what: subprocess.run([sys.executable, "-c", code, what, str(marker)], capture_output=True, text=True)
+        for what in ("int", "none", "str", "thread")
+    }
+    assert [r.returncode for r in runs.values()] == [3, 0, 1, 0]
+    assert all(r.stdout == "buffered handler\n" for r in runs.values()), runs
+    assert "it failed" in runs["str"].stderr
+    assert marker.read_text() == "done"
