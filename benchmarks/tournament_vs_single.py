@@ -148,8 +148,8 @@ def _worker(job_file: str, launched: float) -> int:
     job = json.loads(Path(job_file).read_text())
     out = Path(job_file).with_name("result.json")
     if job["kind"] == "tournament":
+        from podium._pod_entry import start_ahead
         from podium.tournament import load_tournament_config
-        from podium.tournament.orchestrator import Orchestrator
 
         remaining = job["seconds"] - (time.time() - launched)
         pod_fields: dict[str, Any] = {"seconds": job["round"], "tensorboard": False}
@@ -167,6 +167,9 @@ def _worker(job_file: str, launched: float) -> int:
             backend="process",
             generator={"scheme": job["scheme"]},
         )
+        start_ahead(config)  # as podium.tournament.tournament and `podium tournament` do, before torch
+        from podium.tournament.orchestrator import Orchestrator
+
         orchestrator = Orchestrator.start(config, run_dir=job["run_dir"], backend="process", progress=False)
         started = time.time()
         t_report = orchestrator.run()

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from podium._pod_entry import start_ahead
 from podium.config import ConfigError
 from podium.rundir import TournamentDir, pod_not_tournament
-from podium.tournament.backends import Backend
 from podium.tournament.config import TournamentConfig, load_tournament_config
-from podium.tournament.leaderboard import Entry
-from podium.tournament.orchestrator import Orchestrator, TournamentReport, open_leaderboard, read_config
+
+if TYPE_CHECKING:
+    from podium.tournament.backends import Backend
+    from podium.tournament.leaderboard import Entry
+    from podium.tournament.orchestrator import TournamentReport
+
+# (the orchestrator, and torch with it, is imported inside the functions: ``tournament`` starts its first pod
+# processes before, so that they import torch beside it)
 
 __all__ = ["leaderboard", "resume_tournament", "tournament"]
 
@@ -40,6 +46,10 @@ def tournament(
         BackendError: the backend cannot run it (e.g. a Ray cluster that does not answer).
     """
     cfg = load_tournament_config(config, **fields)
+    if backend is None or backend == "process":
+        start_ahead(cfg)
+    from podium.tournament.orchestrator import Orchestrator
+
     report = Orchestrator.start(cfg, run_dir=run_dir, backend=backend, progress=progress).run()
     backtest_after(report, cfg)
     return report
@@ -80,6 +90,8 @@ def resume_tournament(
     """Continue the tournament in ``run_dir`` (``podium tournament resume RUN_DIR``), on its backend or on
     ``backend``; ``budget`` may raise ``seconds``, ``steps``, ``target`` or ``max_failures``, or give the Ray
     cluster's ``address``."""
+    from podium.tournament.orchestrator import Orchestrator, read_config
+
     orchestrator = Orchestrator.resume(_tournament_dir(run_dir), backend=backend, progress=progress, **budget)
     report = orchestrator.run(force=force)
     backtest_after(report, read_config(run_dir))
@@ -89,6 +101,8 @@ def resume_tournament(
 def leaderboard(run_dir: str | Path) -> list[Entry]:
     """The leaderboard of the tournament in ``run_dir``, best first (``podium leaderboard RUN_DIR``); each
     entry's checkpoint is the one in ``run_dir``, also when the tournament was moved or copied since it ran."""
+    from podium.tournament.orchestrator import open_leaderboard
+
     board = open_leaderboard(_tournament_dir(run_dir))
     try:
         entries = board.entries()

@@ -84,6 +84,18 @@ class PoolConfig(_Strict):
     gpus_per_pod: float = Field(default=0.0, ge=0)
     """GPUs one pod needs (fractions share a GPU); 0 = CPU pods."""
 
+    @property
+    def pod_threads(self) -> int:
+        """The torch/OpenMP threads of a CPU pod: ``ceil(cpus_per_pod)``, at least 1."""
+        return max(1, math.ceil(self.cpus_per_pod))
+
+    def size(self, cpus: float, gpus: float = 0.0) -> int:
+        """Pods that fit in ``cpus`` cores and ``gpus`` GPUs given each pod's need, clamped to ``[min, max]``."""
+        fits = math.floor(cpus / self.cpus_per_pod + 1e-9)
+        if self.gpus_per_pod > 0:
+            fits = min(fits, math.floor(gpus / self.gpus_per_pod + 1e-9))
+        return max(self.min, min(self.max, fits))
+
     @model_validator(mode="after")
     def _ordered(self) -> PoolConfig:
         if self.min > self.max:
@@ -400,7 +412,7 @@ class TournamentConfig(_Strict):
             preset = preset_for(algo, self.env) if self.pod.get("preset", True) else None
             data["num_envs"] = (preset and preset.num_envs) or get_algo(algo).default_num_envs
         if "torch_threads" not in data and data.get("device", "cpu") == "cpu":
-            data["torch_threads"] = max(1, math.ceil(self.pool.cpus_per_pod))
+            data["torch_threads"] = self.pool.pod_threads
         # a round is short and ends with a fresh score of its best snapshot (selection): evaluations during
         # it may take at most this share of it
         data.setdefault("eval_share", TOURNAMENT_EVAL_SHARE)

@@ -747,6 +747,7 @@ class Orchestrator:
                     for outcome in self.backend.poll():
                         self._collect(outcome)
                     self._beat()  # the owner still lives: a second orchestrator must not take over meanwhile
+            self.backend.release_idle()  # idle pod processes end while the running pods save and stop
             self._preempt(*self.board.pods(PodStatus.RUNNING))
         except OwnershipLost:
             lost = True

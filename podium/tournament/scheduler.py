@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from podium.config import PodSpec
 from podium.pod.evaluator import lower_bound, margin_for
 from podium.tournament.backends import Resources
-from podium.tournament.config import TournamentConfig
+from podium.tournament.config import PoolConfig, TournamentConfig
 from podium.tournament.leaderboard import PodRecord
 from podium.tournament.states import PodStatus, StopReason
 
@@ -141,11 +141,12 @@ class Decisions:
 
 
 def pool_size(rules: Rules, resources: Resources) -> int:
-    """Pods that fit in ``resources`` given each pod's declared need, clamped to ``[pool_min, pool_max]``."""
-    fits = math.floor(resources.cpus / rules.cpus_per_pod + 1e-9)
-    if rules.gpus_per_pod > 0:
-        fits = min(fits, math.floor(resources.gpus / rules.gpus_per_pod + 1e-9))
-    return max(rules.pool_min, min(rules.pool_max, fits))
+    """Pods that fit in ``resources`` given each pod's declared need, clamped to ``[pool_min, pool_max]``
+    (:meth:`~podium.tournament.config.PoolConfig.size`)."""
+    pool = PoolConfig.model_construct(  # (the rules' values were validated with their config)
+        min=rules.pool_min, max=rules.pool_max, cpus_per_pod=rules.cpus_per_pod, gpus_per_pod=rules.gpus_per_pod
+    )
+    return pool.size(resources.cpus, resources.gpus)
 
 
 def steps_done(pods: Sequence[PodRecord]) -> int:

@@ -581,3 +581,67 @@ def test_a_pod_process_draws_its_curve_after_it_reported(tmp_path, monkeypatch, 
     assert process.run_one(str(tmp_path / "b")) == 0
     assert (tmp_path / "b" / "done").read_text() == "0" and not (tmp_path / "b" / "error.txt").exists()
     assert "no fonts today" in capfd.readouterr().err
+
+
+def test_pod_processes_started_ahead_run_the_first_pods_and_one_stopped_while_importing_leaves_done(tmp_path):
+    """``start_ahead`` starts as many pod processes as the pool takes on this machine, before the caller imports
+    torch; the next process backend hands them its first pods (the same pids), and none is left behind. One
+    stopped while it still imports leaves ``done`` for the job it was already handed, as a pod process
+    started for that job does."""
+    from podium._pod_entry import _AHEAD, spawn, start_ahead
+    from podium.config import PodSpec
+    from podium.tournament import load_tournament_config
+    from podium.tournament.backends import PodJob
+    from podium.tournament.backends.process import ProcessBackend
+
+    inline = load_tournament_config(None, env="CartPole-v1", algos={"ppo": 1}, seconds=9, backend="inline")
+    assert start_ahead(inline) == 0 and not _AHEAD
+    cfg = load_tournament_config(None, env="CartPole-v1", algos={"ppo": 1}, seconds=9, pool={"min": 1, "max": 1})
+    assert start_ahead(cfg) == 1
+    [(early, threads)] = _AHEAD
+    assert threads == 1
+    backend = ProcessBackend(cpus_per_pod=1, idle_timeout=60)
+    assert not _AHEAD  # the backend took it
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, torch_threads=1, **POD)
+    try:
+        handle = backend.submit(PodJob("a", spec, tmp_path / "a"))
+        assert handle.endswith(f":{early.pid}")
+        [done] = _collect(backend, 1)
+        assert done.report is not None
+        assert (tmp_path / "a" / "pod.log").is_file()  # its output went to the pod's log once it had a job
+    finally:
+        backend.shutdown()
+    assert early.poll() is not None
+    assert (tmp_path / "a" / "curve.png").is_file()  # drawn after its report, before it exited
+
+    stopped = spawn(None, 1)
+    try:
+        _wait(lambda: stopped.poll() is not None or _handles_sigterm(stopped.pid), 30, "the process to take SIGTERM")
+        (tmp_path / "b").mkdir()
+        assert stopped.stdin is not None
+        stopped.stdin.write(f"{tmp_path / 'b'}\n".encode())
+        stopped.stdin.flush()
+        os.kill(stopped.pid, signal.SIGTERM)  # while it still imports torch
+        assert stopped.wait(timeout=60) == 128 + signal.SIGTERM
+        assert (tmp_path / "b" / "done").read_text() == str(128 + signal.SIGTERM)
+    finally:
+        if stopped.poll() is None:
+            os.killpg(stopped.pid, signal.SIGKILL)
+            stopped.wait()
+
+
+def test_idle_pod_processes_go_when_released_while_running_pods_are_still_stopping(tmp_path):
+    from podium.config import PodSpec
+    from podium.tournament.backends import PodJob
+    from podium.tournament.backends.process import ProcessBackend
+
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=1024, torch_threads=1, **POD)
+    backend = ProcessBackend(cpus_per_pod=1, idle_timeout=60)
+    try:
+        pid = int(backend.submit(PodJob("a", spec, tmp_path / "a")).rpartition(":")[2])
+        _collect(backend, 1)
+        assert _alive(pid)  # idle, waiting for the next pod
+        backend.release_idle()
+        _wait(lambda: not _alive(pid), 30, "the released process to exit")
+    finally:
+        backend.shutdown()

@@ -142,6 +142,11 @@ class Backend(ABC):
         is ``None`` when that orchestrator died between starting the pod and recording its handle."""
         return False
 
+    def release_idle(self) -> None:
+        """The tournament starts no more pods: what waits for work may go now, while the running pods are
+        being stopped (:meth:`shutdown` then waits for it). Default: nothing to release."""
+        return None
+
     def shutdown(self) -> None:
         """Stop everything still running (the orchestrator is leaving)."""
         return None

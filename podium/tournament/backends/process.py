@@ -13,7 +13,9 @@ Pod processes are reused: after a job succeeds, the process reads the next pod's
 standard input instead of exiting, so a tournament of short rounds pays Python's and torch's start-up
 (about 2 s of CPU per process on a laptop core) once per pool slot rather than once per pod. A process
 whose job failed exits; an idle process exits when its stdin closes (the orchestrator ended) and is
-stopped by the backend after ``idle_timeout`` seconds without work. A pod process draws its pod's
+stopped by the backend after ``idle_timeout`` seconds without work. The pod processes that
+:func:`podium._pod_entry.start_ahead` started before the tournament's process imported torch are the first
+idle ones of the next backend with their thread count. A pod process draws its pod's
 ``curve.png`` after it wrote ``done``: the orchestrator acts on the report while matplotlib draws.
 
 Pods run in their own session: Ctrl-C in the terminal reaches the orchestrator, which stops them in
@@ -40,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from podium._pod_entry import Terminated
+from podium._pod_entry import MODULE, Terminated, spawn, take_ahead
 from podium.config import PodSpec
-from podium.machine import CPUS_ENV, local_cpus
+from podium.machine import local_cpus
 from podium.pod import PodInterrupted, draw_curve
 from podium.rundir import PodDir
 from podium.tournament.backends import (
@@ -61,9 +63,9 @@ if TYPE_CHECKING:
 
 __all__ = ["POD_ENTRY", "ProcessBackend"]
 
-POD_ENTRY = "podium._pod_entry"
-"""The module a pod process runs (``python -m POD_ENTRY POD_RUN_DIR``); its command line marks the process as a
-pod's."""
+POD_ENTRY = MODULE
+"""The module a pod process runs (``python -m POD_ENTRY [POD_RUN_DIR]``); its command line marks the process as
+a pod's."""
 _OLD_POD_ENTRY = "podium.tournament.backends.process"
 """What pod processes of an older podium ran: still adopted (a tournament resumed after an upgrade)."""
 
@@ -109,7 +111,10 @@ class ProcessBackend(Backend):
         self.threads = max(1, math.ceil(cpus_per_pod))
         self._resources = resources
         self._running: dict[str, _Running] = {}
-        self._idle: list[_Idle] = []
+        # pod processes started ahead of this tournament (podium._pod_entry.start_ahead) are its first idle ones
+        now = time.monotonic()
+        ahead = take_ahead(self.threads) if reuse else []
+        self._idle: list[_Idle] = [_Idle(p, None, now, _start_time(p.pid)) for p in ahead]
         self.reuse = reuse
         self.idle_timeout = idle_timeout
         self._host = socket.gethostname()
@@ -138,20 +143,7 @@ class ProcessBackend(Backend):
         reused = self._reuse(run_dir, gpu) if self.reuse else None
         popen, start = reused if reused is not None else (None, None)
         if popen is None:
-            env = dict(os.environ)
-            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", CPUS_ENV):
-                env[var] = str(self.threads)
-            if gpu is not None:
-                env["CUDA_VISIBLE_DEVICES"] = _visible_gpu(gpu)
-            with open(pod_dir.log, "ab") as log:
-                popen = subprocess.Popen(
-                    [sys.executable, "-m", POD_ENTRY, str(run_dir.resolve())],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.PIPE if self.reuse else subprocess.DEVNULL,
-                    env=env,
-                    start_new_session=True,
-                )
+            popen = spawn(run_dir, self.threads, _visible_gpu(gpu) if gpu is not None else None, self.reuse)
             start = _start_time(popen.pid)  # our child, not reaped yet: its /proc entry is still its own
             _write_pid(run_dir, popen.pid, start)
         self._running[job.pod_id] = _Running(run_dir, popen.pid, popen, gpu, start)
@@ -228,7 +220,14 @@ class ProcessBackend(Backend):
         runs = [self._running.pop(pod_id) for pod_id in pod_ids if pod_id in self._running]
         _stop(*runs)  # all signalled at once: the last pod gets as long to save as the first
 
+    def release_idle(self) -> None:
+        for idle in self._idle:  # stdin closed: it exits (after drawing its last pod's curve); shutdown waits
+            with contextlib.suppress(OSError):
+                if idle.popen.stdin is not None:
+                    idle.popen.stdin.close()
+
     def shutdown(self) -> None:
+        self.release_idle()
         self.cancel_many(list(self._running))
         self._retire_idle(0.0)
 
@@ -457,11 +456,12 @@ def _log_to(run_dir: Path) -> None:
     os.close(fd)
 
 
-def main(run_dir: str) -> int:
+def main(run_dir: str | None) -> int:
     """Entry point of a pod process: run the job in ``run_dir``, then, while the jobs succeed, the jobs
-    whose run directories arrive one per line on stdin (empty stdin: one job only). Returns the exit code of
-    the process: the last job's (:func:`run_one`)."""
-    code = run_one(run_dir)
+    whose run directories arrive one per line on stdin (empty stdin: one job only); with no ``run_dir`` (a
+    process started ahead), the first job too comes on stdin. Returns the exit code of the process: the last
+    job's (:func:`run_one`)."""
+    code = 0 if run_dir is None else run_one(run_dir)
     while code == 0:
         line = sys.stdin.readline()
         if not line.strip():
