@@ -148,8 +148,7 @@ def _worker(job_file: str, launched: float) -> int:
     job = json.loads(Path(job_file).read_text())
     out = Path(job_file).with_name("result.json")
     if job["kind"] == "tournament":
-        from podium._pod_entry import start_ahead
-        from podium.tournament import load_tournament_config
+        from podium.tournament import load_tournament_config, start_ahead
 
         remaining = job["seconds"] - (time.time() - launched)
         pod_fields: dict[str, Any] = {"seconds": job["round"], "tensorboard": False}

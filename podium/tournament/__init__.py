@@ -24,6 +24,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from podium._pod_entry import start_ahead
     from podium.tournament.api import leaderboard, resume_tournament, tournament
     from podium.tournament.backends import BackendError
     from podium.tournament.config import GeneratorConfig, PoolConfig, TournamentConfig, load_tournament_config
@@ -43,12 +44,14 @@ __all__ = [
     "leaderboard",
     "load_tournament_config",
     "resume_tournament",
+    "start_ahead",
     "tournament",
 ]
 
 _LAZY = {
     **dict.fromkeys(("resume_tournament", "tournament"), "podium.tournament.api"),
     "BackendError": "podium.tournament.backends",
+    "start_ahead": "podium._pod_entry",
     **dict.fromkeys(
         ("GeneratorConfig", "PoolConfig", "TournamentConfig", "load_tournament_config"), "podium.tournament.config"
     ),

@@ -645,3 +645,21 @@ def test_idle_pod_processes_go_when_released_while_running_pods_are_still_stoppi
         _wait(lambda: not _alive(pid), 30, "the released process to exit")
     finally:
         backend.shutdown()
+
+
+def test_a_tournament_starts_its_pods_before_torch_and_a_pod_process_imports_no_database_layer():
+    """What starting pods ahead rests on: the config and ``start_ahead`` load without torch (the pods import
+    it beside the orchestrator, not after it), a pod process loads neither the orchestrator nor SQLAlchemy,
+    and ``podium.tournament.leaderboard`` stays the function although a submodule has that name."""
+    code = (
+        "import sys\n"
+        "from podium.tournament import load_tournament_config, start_ahead, tournament\n"
+        "assert 'torch' not in sys.modules, 'torch before the pods start'\n"
+        "import podium.tournament.backends.process\n"
+        "assert not {'sqlalchemy', 'podium.tournament.orchestrator'} & set(sys.modules), 'a pod loads the database'\n"
+        "import podium.tournament.leaderboard, podium.tournament as t\n"
+        "from podium.tournament import leaderboard\n"
+        "assert callable(leaderboard) and t.leaderboard is leaderboard and leaderboard.__module__.endswith('api')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
