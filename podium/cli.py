@@ -418,8 +418,8 @@ def tournament_command(
     except ConfigError as exc:
         raise _fail(str(exc)) from exc
     _say(f"[dim]podium tournament: checking {escape(resume_dir or config)} ...[/]")
-    from podium._pod_entry import start_ahead
     from podium.tournament import load_tournament_config
+    from podium.tournament.api import run_tournament
 
     try:
         if config == "resume":
@@ -465,10 +465,7 @@ def tournament_command(
                 steps=steps,
                 target=target,
             )
-            start_ahead(cfg)  # the first pods import torch beside this process, which imports it next
-            from podium.tournament.orchestrator import Orchestrator
-
-            report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
+            report = run_tournament(cfg, run_dir=run_dir, progress=progress)
         _print_tournament(report, trading=cfg.backtest is not None)
         _backtest_after(report, cfg)
     except _tournament_errors() as exc:
@@ -597,15 +594,12 @@ def demo_command(
     """The main job on the embedded default: a short PPO/SAC/TD3 tournament on Pendulum with local
     subprocesses and a SQLite leaderboard; prints the leaderboard."""
     _say("[dim]podium demo: checking the config ...[/]")
-    from podium._pod_entry import start_ahead
+    from podium.tournament.api import run_tournament
     from podium.tournament.config import DEMO_CONFIG, load_tournament_config
 
     try:
         cfg = load_tournament_config(None, **{**DEMO_CONFIG, "seconds": seconds})
-        start_ahead(cfg)  # the first pods import torch beside this process, which imports it next
-        from podium.tournament.orchestrator import Orchestrator
-
-        report = Orchestrator.start(cfg, run_dir=run_dir, progress=progress).run()
+        report = run_tournament(cfg, run_dir=run_dir, progress=progress)
     except _tournament_errors() as exc:
         raise _fail(str(exc)) from exc
     _print_tournament(report)

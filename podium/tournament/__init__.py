@@ -13,7 +13,8 @@ the pod states and their transitions (:mod:`~podium.tournament.states`), and
 
 The names below are imported on first use, so that a pod process (which runs
 :mod:`podium.tournament.backends.process`, inside this package) does not load the orchestrator and the
-leaderboard's database layer: about 0.3-0.4 s of its start-up.
+leaderboard's database layer (about 0.2 s of its start-up), and so that the config loads without torch
+(:func:`start_ahead` starts the first pods before the orchestrator imports it).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # (the orchestrator, and torch with it, is imported inside the functions: ``tournament`` starts its first pod
 # processes before, so that they import torch beside it)
 
-__all__ = ["leaderboard", "resume_tournament", "tournament"]
+__all__ = ["leaderboard", "resume_tournament", "run_tournament", "tournament"]
 
 
 def tournament(
@@ -46,13 +46,27 @@ def tournament(
         BackendError: the backend cannot run it (e.g. a Ray cluster that does not answer).
     """
     cfg = load_tournament_config(config, **fields)
-    if backend is None or backend == "process":
-        start_ahead(cfg)
-    from podium.tournament.orchestrator import Orchestrator
-
-    report = Orchestrator.start(cfg, run_dir=run_dir, backend=backend, progress=progress).run()
+    report = run_tournament(cfg, run_dir=run_dir, backend=backend, progress=progress)
     backtest_after(report, cfg)
     return report
+
+
+def run_tournament(
+    config: TournamentConfig,
+    *,
+    run_dir: str | Path | None = None,
+    backend: Backend | str | None = None,
+    progress: bool | None = None,
+) -> TournamentReport:
+    """Run a new tournament of a loaded ``config`` (what :func:`tournament`, ``podium tournament`` and
+    ``podium demo`` do after reading theirs): on the process backend its first pod processes start before this
+    process imports torch and the orchestrator (:func:`~podium._pod_entry.start_ahead`), so that they import it
+    beside it instead of after it."""
+    if backend is None or backend == "process":
+        start_ahead(config)
+    from podium.tournament.orchestrator import Orchestrator
+
+    return Orchestrator.start(config, run_dir=run_dir, backend=backend, progress=progress).run()
 
 
 def backtest_after(report: TournamentReport, config: TournamentConfig) -> None:

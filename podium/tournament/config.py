@@ -70,6 +70,11 @@ class _Strict(BaseModel):
         return refuse_booleans(cls, data)  # seconds: true is not one second
 
 
+def pod_threads(cpus_per_pod: float) -> int:
+    """The torch/OpenMP threads of a CPU pod that needs ``cpus_per_pod`` cores: ``ceil(cpus_per_pod)``, at least 1."""
+    return max(1, math.ceil(cpus_per_pod))
+
+
 class PoolConfig(_Strict):
     """Size of the training pool. The orchestrator runs ``floor(free CPUs / cpus_per_pod)`` pods (and the
     same for GPUs when ``gpus_per_pod > 0``), clamped to ``[min, max]``, and follows the backend's
@@ -86,8 +91,8 @@ class PoolConfig(_Strict):
 
     @property
     def pod_threads(self) -> int:
-        """The torch/OpenMP threads of a CPU pod: ``ceil(cpus_per_pod)``, at least 1."""
-        return max(1, math.ceil(self.cpus_per_pod))
+        """The torch/OpenMP threads of a CPU pod (:func:`pod_threads`)."""
+        return pod_threads(self.cpus_per_pod)
 
     def size(self, cpus: float, gpus: float = 0.0) -> int:
         """Pods that fit in ``cpus`` cores and ``gpus`` GPUs given each pod's need, clamped to ``[min, max]``."""

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import signal
 import socket
@@ -57,6 +56,7 @@ from podium.tournament.backends import (
     read_report,
     run_job,
 )
+from podium.tournament.config import pod_threads
 
 if TYPE_CHECKING:
     from podium.tournament.config import TournamentConfig
@@ -108,7 +108,7 @@ class ProcessBackend(Backend):
         reuse: bool = True,
         idle_timeout: float = 30.0,
     ) -> None:
-        self.threads = max(1, math.ceil(cpus_per_pod))
+        self.threads = pod_threads(cpus_per_pod)
         self._resources = resources
         self._running: dict[str, _Running] = {}
         # pod processes started ahead of this tournament (podium._pod_entry.start_ahead) are its first idle ones
