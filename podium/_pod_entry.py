@@ -15,6 +15,7 @@ sooner; on a machine with a core to spare for each, by a whole torch import.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -28,7 +29,7 @@ from podium.machine import CPUS_ENV, local_cpus
 if TYPE_CHECKING:
     from podium.tournament.config import TournamentConfig
 
-__all__ = ["MODULE", "Terminated", "main", "spawn", "start_ahead", "take_ahead"]
+__all__ = ["MODULE", "Terminated", "main", "release_ahead", "spawn", "start_ahead", "take_ahead"]
 
 MODULE = "podium._pod_entry"
 """The module a pod process runs (``python -m MODULE [POD_RUN_DIR]``); its command line marks the process as a
@@ -103,6 +104,20 @@ def take_ahead(threads: int) -> list[subprocess.Popen]:
     taken = [p for p, t in _AHEAD if t == threads]
     _AHEAD[:] = [(p, t) for p, t in _AHEAD if t != threads]
     return [p for p in taken if p.poll() is None]
+
+
+def release_ahead() -> int:
+    """End the processes :func:`start_ahead` started that no backend took (the tournament they were started for
+    was refused, or ended before its backend was built): their stdin closes and they exit once their imports are
+    done, instead of waiting for this process to end or becoming the first pods of a later tournament in it.
+    Returns how many were released."""
+    released = [p for p, _ in _AHEAD]
+    _AHEAD.clear()
+    for popen in released:
+        if popen.stdin is not None:
+            with contextlib.suppress(OSError):
+                popen.stdin.close()
+    return len(released)
 
 
 def _handed_run_dir() -> str | None:

@@ -11,6 +11,7 @@ import gymnasium as gym
 import pytest
 from typer.testing import CliRunner
 
+from podium import _pod_entry
 from podium.cli import app
 from podium.envs import make
 from podium.envs.gym_adapter import MissingDependencyError
@@ -254,14 +255,22 @@ def test_help_shows_no_docstring_markup(command):
     assert "``" not in result.output and ":class:" not in result.output and ":func:" not in result.output
 
 
-def test_bad_paths_and_numbers_outside_train_get_one_line(tmp_path):
+def test_bad_paths_and_numbers_outside_train_get_one_line(tmp_path, monkeypatch):
     """From a review of every command's bad input: a tournament's --run-dir that is a file was a traceback
     (after the backend and the pod checks had run); podium eval on a tournament's directory asked whether it was
-    a podium run directory; throughput --seconds -1 reported 0 steps/s."""
+    a podium run directory; throughput --seconds -1 reported 0 steps/s. The pod processes the refused demo
+    started ahead end: they stayed in this process, and the next process backend built here took them as its
+    first idle ones (another test then saw pods in processes it had not started)."""
+    started = []
+    real_spawn = _pod_entry.spawn
+    monkeypatch.setattr(_pod_entry, "spawn", lambda *a, **k: started.append(real_spawn(*a, **k)) or started[-1])
     (tmp_path / "afile").write_text("x")
     tournament = runner.invoke(app, ["demo", "--seconds", "5", "--run-dir", str(tmp_path / "afile")])
     assert tournament.exit_code == 2 and "afile is a file; choose another --run-dir" in tournament.output
     assert tournament.exception is None or isinstance(tournament.exception, SystemExit)
+    assert started and not _pod_entry._AHEAD  # started ahead of the refusal, then released
+    assert [p.wait(60) for p in started] == [0] * len(started)  # each exits once its imports are done
+    monkeypatch.undo()
     (tmp_path / "tour").mkdir()
     (tmp_path / "tour" / "tournament.yaml").write_text("name: t\nconfig: {}\n")
     evaluated = runner.invoke(app, ["eval", str(tmp_path / "tour")], env={"COLUMNS": "300"})

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from podium._pod_entry import start_ahead
+from podium._pod_entry import release_ahead, start_ahead
 from podium.config import ConfigError
 from podium.rundir import TournamentDir, pod_not_tournament
 from podium.tournament.config import TournamentConfig, load_tournament_config
@@ -61,12 +61,17 @@ def run_tournament(
     """Run a new tournament of a loaded ``config`` (what :func:`tournament`, ``podium tournament`` and
     ``podium demo`` do after reading theirs): on the process backend its first pod processes start before this
     process imports torch and the orchestrator (:func:`~podium._pod_entry.start_ahead`), so that they import it
-    beside it instead of after it."""
+    beside it instead of after it. Those its backend does not take (the tournament is refused before it starts
+    one) are released (:func:`~podium._pod_entry.release_ahead`)."""
     if backend is None or backend == "process":
         start_ahead(config)
-    from podium.tournament.orchestrator import Orchestrator
+    try:
+        from podium.tournament.orchestrator import Orchestrator
 
-    return Orchestrator.start(config, run_dir=run_dir, backend=backend, progress=progress).run()
+        orchestrator = Orchestrator.start(config, run_dir=run_dir, backend=backend, progress=progress)
+    finally:
+        release_ahead()
+    return orchestrator.run()
 
 
 def backtest_after(report: TournamentReport, config: TournamentConfig) -> None:
