@@ -21,7 +21,7 @@ from podium.config import PodSpec
 from podium.envs import make
 from podium.pod import Pod
 from podium.pod.learner import FusionGroup, Learner, average_agents, fusable_tensors, step_counters
-from podium.pod.pod import LearnerError
+from podium.pod.pod import LearnerError, _LearnerGroup
 from podium.pod.worker import Worker
 
 FAST = {"tensorboard": False, "eval_episodes": 8}
@@ -322,3 +322,19 @@ def test_learner_0_forks_its_workers_and_evaluator_before_the_fusion_starts_thre
     spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=2048, learners=2, eval_mode="process", **FAST)
     Pod(spec, tmp_path, progress=False).run()
     assert order[:3] == ["worker", "evaluator", "fusion"], order
+
+
+def test_a_killed_learner_not_yet_reaped_is_named_not_its_peers_connection_error(tmp_path):
+    """A SIGKILLed learner's pipe closes before the kernel reports its exit; on a busy machine learner 0's
+    fusion failed first ("connection reset by peer") and the pod's error named no learner."""
+
+    class Dying:  # killed: its pipe is closed, its exit code comes a moment later (once it is reaped)
+        exitcode = None
+
+        def join(self, timeout=None):
+            self.exitcode = -signal.SIGKILL
+
+    parent, child = multiprocessing.Pipe()
+    child.close()
+    group = _LearnerGroup([Dying()], [parent], tmp_path, 2)
+    assert group.failure() == f"learner 1 ended with exit code {-signal.SIGKILL}"

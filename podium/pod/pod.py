@@ -1083,11 +1083,16 @@ class _LearnerGroup:
         return self.fusion
 
     def failure(self) -> str | None:
-        """What the first failed learner reported (or how it died), None if none failed."""
+        """What the first failed learner reported (or how it died), None if none failed. A learner killed
+        outright closes its pipe, and its gloo socket, a moment before the kernel reports its exit (on a busy
+        machine, long enough for the fusion's "connection reset" to arrive first): one whose pipe is closed gets
+        a second to end, so that its exit code names it."""
         for rank, (proc, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
-            with contextlib.suppress(EOFError, OSError):
+            try:
                 if conn.poll(0.5):
                     return f"learner {rank} failed: {conn.recv()}"
+            except (EOFError, OSError):  # its end of the pipe is closed: it is ending
+                proc.join(timeout=1.0)
             if proc.exitcode not in (None, 0):
                 return f"learner {rank} ended with exit code {proc.exitcode}"
         return None
