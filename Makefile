@@ -2,12 +2,14 @@
 #   make demo   create .venv, install podium, run the main job on the embedded default
 #   make test   install the test extras (and Debian's PostgreSQL server if missing, for the leaderboard
 #               tests, which start their own server on 127.0.0.1, and Debian's Chromium for the dashboard's
-#               browser test) and run the default test suite (what CI runs)
+#               browser test) and run the default test suite (what CI runs) on TEST_WORKERS pytest-xdist
+#               workers, one test file per worker at a time (TEST_WORKERS=0: in one process)
 # torch is installed first and pinned (a CPU wheel exists on our machines); override it, e.g.
 #   make demo TORCH="torch --index-url https://download.pytorch.org/whl/cu128"
 PYTHON ?= python3
 VENV   ?= .venv
 TORCH  ?= torch==2.13.0
+TEST_WORKERS ?= 2
 PIP     = $(VENV)/bin/python -m pip
 STAMP   = $(VENV)/.podium-installed
 
@@ -32,7 +34,7 @@ test: $(STAMP)
 	bash scripts/ensure-postgres.sh
 	bash scripts/ensure-chromium.sh
 	$(VENV)/bin/ruff check podium tests benchmarks
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: $(STAMP)
 	$(VENV)/bin/python -m pytest -m slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,11 @@ def pytest_configure(config: pytest.Config) -> None:
     this also gives the children the default Ctrl-C."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hasattr(config, "workerinput"):
+        # a pytest-xdist worker (``make test`` runs two) starts with COLUMNS=80, and rich's console, built when
+        # podium.cli is imported, keeps a COLUMNS it finds then: the tests that widen the output for one command
+        # (``env={"COLUMNS": ...}``) would get wrapped tables
+        os.environ.pop("COLUMNS", None)
 
 
 @pytest.fixture(autouse=True)
