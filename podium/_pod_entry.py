@@ -106,18 +106,15 @@ def take_ahead(threads: int) -> list[subprocess.Popen]:
     return [p for p in taken if p.poll() is None]
 
 
-def release_ahead() -> int:
+def release_ahead() -> None:
     """End the processes :func:`start_ahead` started that no backend took (the tournament they were started for
     was refused, or ended before its backend was built): their stdin closes and they exit once their imports are
-    done, instead of waiting for this process to end or becoming the first pods of a later tournament in it.
-    Returns how many were released."""
-    released = [p for p, _ in _AHEAD]
-    _AHEAD.clear()
-    for popen in released:
+    done, instead of waiting for this process to end or becoming the first pods of a later tournament in it."""
+    for popen, _ in _AHEAD:
         if popen.stdin is not None:
             with contextlib.suppress(OSError):
                 popen.stdin.close()
-    return len(released)
+    _AHEAD.clear()
 
 
 def _handed_run_dir() -> str | None:

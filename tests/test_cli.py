@@ -261,9 +261,13 @@ def test_bad_paths_and_numbers_outside_train_get_one_line(tmp_path, monkeypatch)
     a podium run directory; throughput --seconds -1 reported 0 steps/s. The pod processes the refused demo
     started ahead end: they stayed in this process, and the next process backend built here took them as its
     first idle ones (another test then saw pods in processes it had not started)."""
-    started = []
-    real_spawn = _pod_entry.spawn
-    monkeypatch.setattr(_pod_entry, "spawn", lambda *a, **k: started.append(real_spawn(*a, **k)) or started[-1])
+    started, real_spawn = [], _pod_entry.spawn
+
+    def spawn(*args, **kwargs):
+        started.append(real_spawn(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(_pod_entry, "spawn", spawn)
     (tmp_path / "afile").write_text("x")
     tournament = runner.invoke(app, ["demo", "--seconds", "5", "--run-dir", str(tmp_path / "afile")])
     assert tournament.exit_code == 2 and "afile is a file; choose another --run-dir" in tournament.output
