@@ -193,9 +193,45 @@ def test_the_stop_margin_is_the_pods_confirmation_margin(pod, selection, margin)
     assert Rules.of(config).margin == margin
 
 
+def test_the_rules_are_the_configs_fields():
+    """Each rule the scheduler decides by is the config's field of the same meaning (no default in between)."""
+    from podium.tournament.config import TournamentConfig
+
+    config = TournamentConfig(
+        target=-100.0,
+        seconds=75.0,
+        steps=50_000,
+        max_failures=7,
+        pool={"min": 2, "max": 6, "cpus_per_pod": 0.5, "gpus_per_pod": 0.25},
+        pod={"steps": 4096, "confirm_margin": 1.5},
+        selection={"episodes": 1},  # one fresh episode is still a fresh score: the pods' margin applies
+    )
+    assert Rules.of(config) == Rules(
+        target=-100.0,
+        margin=1.5,
+        seconds=75.0,
+        steps=50_000,
+        max_failures=7,
+        pool_min=2,
+        pool_max=6,
+        cpus_per_pod=0.5,
+        gpus_per_pod=0.25,
+        pod_steps=4096,
+    )
+    bare = Rules.of(TournamentConfig(target=1.0, pod={"seconds": 5.0}))
+    assert (bare.seconds, bare.steps, bare.pod_steps) == (None, None, None)
+
+
+def test_a_stop_still_says_the_pool_size():
+    d = decide(state(cpus=3, seconds=60.0, elapsed=61.0))
+    assert d == Decisions(pool_size=3, stop=StopReason.SECONDS)
+
+
 def test_no_new_pod_starts_in_the_last_seconds_of_the_budget():
     d = decide(state(seconds=60.0, elapsed=60.0 - MIN_ROUND_SECONDS + 0.1))
     assert d.stop is None and d.start == 0 and d.resume == ()
+    d = decide(state(seconds=60.0, elapsed=60.0 - MIN_ROUND_SECONDS))  # exactly a shortest round left: one more
+    assert d.start == 4 and d.round_seconds == MIN_ROUND_SECONDS
     d = decide(state([pod(1, "preempted")], seconds=60.0, elapsed=60.0 - MIN_ROUND_SECONDS - 0.1))
     assert d.resume == ("p0001",) and d.start == 3
 
@@ -212,6 +248,15 @@ def test_a_new_pods_round_never_outlasts_the_tournament():
     assert decide(state()).round_seconds is None
 
 
+def test_the_overhead_is_the_median_of_the_finished_pods_and_may_be_under_a_second():
+    def finished(number: int, spent: float, wall: float | None = 10.0) -> PodRecord:
+        return pod(number, "finished", started=100.0, ended=100.0 + (wall or 0.0) + spent, wall_time=wall, steps=1)
+
+    assert overhead([]) == 0.0 and overhead([pod(1, "running")]) == 0.0
+    assert overhead([finished(n, s) for n, s in enumerate([0.9, 0.1, 0.5, 0.3, 0.7], 1)]) == pytest.approx(0.5)
+    assert overhead([finished(1, 3.0, wall=None)]) == pytest.approx(3.0)  # no training time known: all of it
+
+
 def test_no_more_steps_are_started_than_the_budget_has_left():
     """Every free slot started a full round until the steps of the pods that had *stopped* reached the budget:
     a tournament of 2,000 steps with 1,024-step pods on eight slots ran nine pods and 9,216 steps."""
@@ -224,6 +269,18 @@ def test_no_more_steps_are_started_than_the_budget_has_left():
     assert d.start == 1 and d.round_steps == 976  # the last round is the steps left
     seconds_only = [pod(1, "running", steps=300, spec={})]  # no step budget of its own: its steps so far count
     assert decide(state(seconds_only, cpus=8, pool_max=8, steps=2000)).round_steps == 1700
+
+
+def test_a_committed_step_budget_starts_and_resumes_nothing_even_without_pod_steps():
+    """Pods that train by seconds (no ``pod.steps``): once the steps done and promised reach the budget, no
+    slot is filled, though the pool has room; one step left is still a round (capped at that step)."""
+    pods = [pod(1, "finished", steps=1500), pod(2, "running", steps=500, spec={}), pod(3, "preempted", steps=None)]
+    d = decide(state(pods, cpus=4, steps=2000))
+    assert d.stop is None and (d.resume, d.start) == ((), 0)
+    d = decide(state(pods, cpus=4, steps=2001))
+    assert d.resume == ("p0003",) and d.start == 2 and d.round_steps == 1
+    no_steps_yet = [pod(1, "failed", steps=None), pod(2, "running", steps=None, spec={})]
+    assert decide(state(no_steps_yet, cpus=2, steps=1)).start == 1  # a pod with no steps counts none
 
 
 def test_decide_is_a_pure_function_of_the_state():
