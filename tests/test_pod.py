@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -163,6 +164,15 @@ def test_corrupt_and_foreign_checkpoints_are_refused(tmp_path):
     (tmp_path / "truncated.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError):
         podium.load(tmp_path / "truncated.pt")
+    # bytes flipped inside a weight tensor (a bad disk, a broken copy): torch.load alone reads them as weights
+    with zipfile.ZipFile(tmp_path / "run" / "checkpoints" / "last.pt") as archive:
+        weights = max((i for i in archive.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+        start = weights.header_offset + 30 + len(weights.filename.encode()) + len(weights.extra)
+    flipped = bytearray(data)
+    flipped[start + 8 : start + 16] = bytes(b ^ 0xFF for b in flipped[start + 8 : start + 16])
+    (tmp_path / "flipped.pt").write_bytes(bytes(flipped))
+    with pytest.raises(CheckpointError, match=r"corrupt .*CRC"):
+        podium.load(tmp_path / "flipped.pt")
 
 
 def test_init_checkpoint_of_another_algorithm_is_refused(tmp_path):
