@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -270,6 +271,56 @@ def test_a_partial_reset_keeps_the_running_copies_episode_statistics():
 def test_unsupported_spaces_are_refused_with_a_fix():
     with pytest.raises(ValueError, match="FlattenObservation"):
         envs.make("Blackjack-v1")  # Tuple observations
+
+
+class _Poisoned(_Unknown):
+    """_Unknown whose copy 1 returns a NaN reward (``what="reward"``) or an inf observation on its third step,
+    or a NaN last observation where its episode ends (``"final"``)."""
+
+    def __init__(self, what: str = "reward") -> None:
+        self.what = what
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if getattr(self, "copy", None) == 1 and self.t == (5 if self.what == "final" else 3):
+            if self.what == "reward":
+                reward = float("nan")
+            else:
+                obs = obs.copy()
+                obs[2] = float("inf") if self.what == "observation" else float("nan")
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize(
+    ("what", "named"),
+    [
+        ("reward", "reward (nan)"),
+        ("observation", "observation (inf)"),
+        ("final", "last observation of an episode (nan)"),
+    ],
+)
+def test_a_non_finite_reward_or_observation_is_refused_naming_the_copy(what, named):
+    """A NaN reward or observation from the user's env is named where it appears, not steps later as a
+    diverged loss or a NaN action."""
+    made = []
+
+    def factory():  # (the adapter's first call builds its probe of the spaces; copy 0 is the second)
+        env = _Poisoned(what)
+        env.copy = len(made) - 1
+        made.append(env)
+        return env
+
+    env = GymVecEnv(factory, num_envs=3, vectorization="sync")
+    env.reset(seed=0)
+    env.step(torch.zeros(3, 2))
+    env.step(torch.zeros(3, 2))
+    if what == "final":
+        env.step(torch.zeros(3, 2))
+        env.step(torch.zeros(3, 2))
+    step = 5 if what == "final" else 3
+    with pytest.raises(ValueError, match=rf"non-finite {re.escape(named)} in copy 1, {step} steps into its episode"):
+        env.step(torch.zeros(3, 2))
+    env.close()
 
 
 def test_bad_actions_through_the_adapter():

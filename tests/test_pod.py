@@ -314,6 +314,33 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_good_checkpoint(
     assert all(torch.isfinite(v).all() for v in payload["agent"]["module.actor"].values())
 
 
+def test_a_divergence_names_the_checkpoint_that_exists_and_blames_nan_training_data(tmp_path):
+    """Diverged before its first checkpoint, a pod does not point at a last.pt that is not there; and where
+    the rollout itself holds NaN or inf (the env's rewards), the advice is about the env, not the learning
+    rate."""
+    from types import SimpleNamespace
+
+    from podium.pod.pod import _divergence_advice
+    from podium.rundir import PodDir
+
+    run = PodDir(tmp_path)
+    clean = SimpleNamespace(rewards=torch.zeros(4), obs=torch.zeros(4, 3))
+    assert (
+        _divergence_advice(run, clean)
+        == "No checkpoint was saved before it. Lower the learning rate or enable normalisation."
+    )
+    run.checkpoints.mkdir()
+    run.best.write_bytes(b"")
+    assert _divergence_advice(run, clean).startswith(f"The last good checkpoint is {run.best}.")
+    run.last.write_bytes(b"")
+    assert _divergence_advice(run, clean).startswith(f"The last good checkpoint is {run.last}.")
+    tainted = SimpleNamespace(
+        rewards=torch.tensor([0.0, float("inf")]), obs=torch.zeros(2, 3), next_obs=torch.zeros(2, 3)
+    )
+    advice = _divergence_advice(run, tainted)
+    assert "holds NaN or inf (rewards)" in advice and "env's rewards" in advice and "learning rate" not in advice
+
+
 def test_killed_training_resumes_without_losing_steps(tmp_path):
     config = tmp_path / "run.yaml"
     spec = {"env": "CartPole-v1", "algo": "ppo", "steps": 400_000, "eval_every": 1024, "checkpoint_every": 0, **FAST}

@@ -334,6 +334,7 @@ class GymVecEnv(VecEnv):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
         """A step's returns from gymnasium's arrays: the ``stepped`` copies moved (None: all; their returns
         and lengths grow), copies ``idx`` finished an episode whose last observations are ``finals``."""
+        self._check_finite(obs, reward, finals, idx)
         self._last_obs = obs
         done = np.logical_or(terminated, truncated)
         if stepped is None:
@@ -368,6 +369,29 @@ class GymVecEnv(VecEnv):
             torch.as_tensor(np.logical_and(truncated, ~np.asarray(terminated, dtype=bool)), device=self.device),
             out,
         )
+
+    def _check_finite(self, obs: np.ndarray, reward: np.ndarray, finals: list[Any], idx: np.ndarray) -> None:
+        """Refuse a step whose rewards or observations hold NaN or inf, naming the copy: an agent fed one
+        diverges, or acts NaN, steps later, and then the error would blame the learning rate or the policy."""
+        n = self.num_envs
+        checks = [("reward", np.asarray(reward).reshape(n, -1), np.arange(n))]
+        if not self._one_hot:
+            checks.append(("observation", np.asarray(obs).reshape(n, -1), np.arange(n)))
+            if len(idx):
+                last = np.stack([np.asarray(f).reshape(-1) for f in finals])
+                checks.append(("last observation of an episode", last, np.asarray(idx)))
+        for what, values, copies in checks:
+            finite = np.isfinite(values)
+            if not finite.all():
+                row = int(np.flatnonzero(~finite.all(axis=1))[0])
+                copy = int(copies[row])
+                value = values[row][~finite[row]][0]
+                raise ValueError(
+                    f"{self.env_id}: the env returned a non-finite {what} ({value}) in copy {copy}, "
+                    f"{int(self._lengths[copy]) + 1} steps into its episode; an agent cannot learn from NaN or "
+                    "inf. Fix the env, or wrap it (e.g. gymnasium.wrappers.TransformReward or "
+                    "TransformObservation with numpy.nan_to_num) and register the wrapped env"
+                )
 
     def close_extras(self, **kwargs: Any) -> None:
         """Close the underlying gymnasium vector env (and its subprocesses)."""

@@ -731,8 +731,7 @@ class Pod:
                     if bad:
                         raise TrainingDivergedError(
                             f"{', '.join(bad)} became {losses[bad[0]]} at step {self.steps} "
-                            f"(iteration {self.iterations}); training stopped. The last good checkpoint is "
-                            f"{self.dir.last}. Lower the learning rate or enable normalisation."
+                            f"(iteration {self.iterations}); training stopped. {_divergence_advice(self.dir, buffer)}"
                         )
                     scalars = {f"losses/{k}" if "/" not in k else k: v for k, v in losses.items()}
                     scalars["charts/SPS"] = rollout.steps / max(now - t0, 1e-9)
@@ -1102,6 +1101,25 @@ class _LearnerGroup:
         if self.fusion is not None:
             self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _divergence_advice(run_dir: PodDir, buffer: Any) -> str:
+    """Where a diverged pod's last good state is (if it saved one yet) and what to change: the env's outputs
+    when the training data itself holds NaN or inf (rewards, observations), else the learning rate."""
+    saved = next((p for p in (run_dir.last, run_dir.best) if p.is_file()), None)
+    where = f"The last good checkpoint is {saved}." if saved else "No checkpoint was saved before it."
+    tainted = [
+        name
+        for name in ("rewards", "obs", "next_obs")
+        if isinstance(getattr(buffer, name, None), torch.Tensor)
+        and not bool(torch.isfinite(getattr(buffer, name)).all())
+    ]
+    if tainted:
+        return (
+            f"{where} The training data holds NaN or inf ({', '.join(tainted)}): check the env's rewards and "
+            "observations (rewards of 1e38 overflow too: scale them)."
+        )
+    return f"{where} Lower the learning rate or enable normalisation."
 
 
 def draw_curve(run_dir: Path | str, spec: PodSpec) -> None:
