@@ -8,7 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -55,9 +55,13 @@ def validation_message(
             close = difflib.get_close_matches(str(err["loc"][-1]), fields, n=3, cutoff=0.6) if fields else []
             if close:
                 msg = f"unknown field; did you mean {' or '.join(close)}?"
-        shown = err["type"] not in ("extra_forbidden", "boolean_number")  # the latter shows the list itself
+        whole = not err["loc"] and err["type"] == "value_error"  # a rule between fields: its message names them
+        if whole:
+            msg = msg.removeprefix("Value error, ")
+        shown = err["type"] not in ("extra_forbidden", "boolean_number") and not whole  # (the input: all of it)
         got = f" (got {err['input']!r})" if shown and "input" in err else ""
-        line = f"{source}: {msg}{got}" if source else f"{where}: {loc}: {msg}{got}"
+        at = f"{where}: {msg}" if whole and not path else f"{where}: {loc}: {msg}{got}"
+        line = f"{source}: {msg}{got}" if source else at
         if line not in lines:  # one value that breaks two rules (--pods 0: pool.min and pool.max) says so once
             lines.append(line)
     return "\n".join(lines)
@@ -323,7 +327,10 @@ class PodSpec(BaseModel):
 
 def _takes_numbers(annotation: Any) -> bool:
     """Whether a field of this type takes a number or a list or tuple of numbers (``int``, ``float | None``,
-    ``tuple[int, ...]``, ``list[float] | None``), and never a boolean."""
+    ``tuple[int, ...]``, ``list[float] | None``, each possibly ``Annotated`` with constraints), and never a
+    boolean."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
     if annotation in (int, float):
         return True
     if get_origin(annotation) in (Union, UnionType):
@@ -332,6 +339,7 @@ def _takes_numbers(annotation: Any) -> bool:
     if get_origin(annotation) not in (list, tuple, Sequence):
         return False
     items = [a for a in get_args(annotation) if a is not Ellipsis]
+    items = [get_args(a)[0] if get_origin(a) is Annotated else a for a in items]
     return bool(items) and all(a in (int, float) for a in items)
 
 

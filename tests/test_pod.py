@@ -270,6 +270,15 @@ def test_snapshots_are_kept_at_the_requested_interval_and_survive_resume(tmp_pat
         ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"clip_coef": -0.5}}, "clip_coef"),
         ({"env": "Pendulum-v1", "algo": "sac", "steps": 10, "hparams": {"actor_lr": 0}}, "actor_lr"),
         ({"env": "CartPole-v1", "algo": "dqn", "steps": 10, "hparams": {"learning_rate": -1e-3}}, "learning_rate"),
+        # a zero-width layer trained a policy blind to its observation (PPO, DQN) or divided by zero (SAC)
+        ({"env": "CartPole-v1", "algo": "ppo", "steps": 10, "hparams": {"hidden_sizes": [64, 0]}}, "hidden_sizes.1"),
+        ({"env": "Pendulum-v1", "algo": "sac", "steps": 10, "hparams": {"hidden_sizes": [0]}}, "hidden_sizes.0"),
+        ({"env": "Pendulum-v1", "algo": "td3", "steps": 10, "hparams": {"hidden_sizes": [-4]}}, "greater than 0"),
+        ({"env": "CartPole-v1", "algo": "dqn", "steps": 10, "hparams": {"hidden_sizes": [0]}}, "hidden_sizes.0"),
+        (
+            {"env": "Pendulum-v1", "algo": "sac", "steps": 10, "hparams": {"log_std_min": 2, "log_std_max": -2}},
+            r"hparams: log_std_min \(2\) must be below log_std_max \(-2\)[^{]*$",  # (not the whole input again)
+        ),
     ],
 )
 def test_bad_configs_name_the_field(tmp_path, fields, match):

@@ -21,15 +21,18 @@ import importlib
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import gymnasium as gym
 import torch
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from podium.config import refuse_booleans
 
-__all__ = ["Agent", "AgentConfig", "algo_names", "get_algo", "register_algo"]
+__all__ = ["Agent", "AgentConfig", "HiddenSizes", "algo_names", "get_algo", "register_algo"]
+
+HiddenSizes = tuple[Annotated[int, Field(gt=0)], ...]
+"""Hidden layer widths, input to output: each at least 1 (an empty tuple: no hidden layer, a linear map)."""
 
 
 class AgentConfig(BaseModel):

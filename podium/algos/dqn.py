@@ -27,7 +27,7 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
-from podium.algos.base import AgentConfig, register_algo
+from podium.algos.base import AgentConfig, HiddenSizes, register_algo
 from podium.algos.networks import adam, mlp, polyak_update
 from podium.algos.offpolicy import OffPolicyAgent, OffPolicyConfig
 
@@ -69,7 +69,7 @@ class DQNConfig(OffPolicyConfig):
     """TD loss: Huber (smooth L1, delta 1) or mean squared error."""
     max_grad_norm: float | None = Field(default=10.0, gt=0)
     """Global gradient-norm clip (None: no clipping)."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
+    hidden_sizes: HiddenSizes = (64, 64)
     """Hidden layer widths of the Q-network."""
     activation: str = "relu"
     """Hidden activation (tanh, relu, elu, silu)."""

@@ -39,7 +39,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from podium.algos.base import Agent, AgentConfig, register_algo
+from podium.algos.base import Agent, AgentConfig, HiddenSizes, register_algo
 from podium.algos.buffers import RolloutBuffer
 from podium.algos.networks import adam, mlp
 from podium.algos.normalization import RewardScaler, RunningMeanStd, statistics_dtype
@@ -99,7 +99,7 @@ class PPOConfig(AgentConfig):
     """Normalise observations with running statistics (saved in checkpoints)."""
     normalize_reward: bool = False
     """Scale rewards by the running std of the discounted return."""
-    hidden_sizes: tuple[int, ...] = (64, 64)
+    hidden_sizes: HiddenSizes = (64, 64)
     """Hidden layer widths of actor and critic."""
     activation: str = "tanh"
     """Hidden activation (tanh, relu, elu, silu)."""

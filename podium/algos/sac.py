@@ -28,10 +28,10 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
-from podium.algos.base import AgentConfig, register_algo
+from podium.algos.base import AgentConfig, HiddenSizes, register_algo
 from podium.algos.networks import EnsembleMLP, adam, mlp, polyak_update, squashed_gaussian
 from podium.algos.offpolicy import OffPolicyAgent, OffPolicyConfig
 
@@ -64,7 +64,7 @@ class SACConfig(OffPolicyConfig):
     """Learn ``alpha`` towards ``target_entropy``; False keeps ``init_alpha`` fixed."""
     target_entropy: float | None = None
     """Entropy the policy should keep (nats); None means ``-|A|``."""
-    hidden_sizes: tuple[int, ...] = (128, 128)
+    hidden_sizes: HiddenSizes = (128, 128)
     """Hidden layer widths of actor and critics."""
     activation: str = "relu"
     """Hidden activation (tanh, relu, elu, silu)."""
@@ -79,6 +79,15 @@ class SACConfig(OffPolicyConfig):
     its episode ends."""
     sde_log_std_init: float = -3.0
     """With gSDE: initial ``log(sigma)`` of every noise-matrix entry (Stable-Baselines3's default for SAC)."""
+
+    @model_validator(mode="after")
+    def _log_std_range(self) -> SACConfig:
+        if self.log_std_min >= self.log_std_max:
+            raise ValueError(
+                f"log_std_min ({self.log_std_min:g}) must be below log_std_max ({self.log_std_max:g}): they clamp "
+                "the actor's log standard deviation (defaults -5 and 2)"
+            )
+        return self
 
 
 @register_algo

@@ -27,7 +27,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from podium.algos.base import AgentConfig, register_algo
+from podium.algos.base import AgentConfig, HiddenSizes, register_algo
 from podium.algos.networks import EnsembleMLP, adam, mlp, polyak_update
 from podium.algos.offpolicy import OffPolicyAgent, OffPolicyConfig
 
@@ -71,7 +71,7 @@ class TD3Config(OffPolicyConfig):
     """Std of the target policy smoothing noise, in ``[-1, 1]`` action units (0 = no smoothing)."""
     target_noise_clip: float = Field(default=0.5, ge=0)
     """The smoothing noise is clipped to ``[-target_noise_clip, target_noise_clip]``."""
-    hidden_sizes: tuple[int, ...] = (128, 128)
+    hidden_sizes: HiddenSizes = (128, 128)
     """Hidden layer widths of actor and critics."""
     activation: str = "relu"
     """Hidden activation (tanh, relu, elu, silu)."""
