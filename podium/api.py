@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,12 @@ from podium.pod.pod import resolve_config
 from podium.rundir import PodDir, RunDirError, TournamentDir
 from podium.store import CheckpointError, load_checkpoint
 
-__all__ = ["Ensemble", "Policy", "load", "load_ensemble", "make_spec", "train"]
+__all__ = ["Ensemble", "NothingToDoWarning", "Policy", "load", "load_ensemble", "make_spec", "train"]
+
+
+class NothingToDoWarning(UserWarning):
+    """A resumed run whose budgets were already spent trained nothing (budgets are totals over the run); the
+    message says which budget and what to give instead. ``podium train`` prints it as a note."""
 
 
 def make_spec(config: str | Path | None = None, *, options: Mapping[str, str] | None = None, **fields: Any) -> PodSpec:
@@ -103,8 +109,8 @@ def train(
     on ``confirm_episodes`` (100) fresh episodes; ``report.reached_target`` means that confirmation.
 
     Args:
-        env: environment id (e.g. ``"Pendulum-v1"``).
-        algo: algorithm name (``ppo``, ``sac``, ``td3``, ``ddpg``, ``dqn``).
+        env: environment id (e.g. ``"Pendulum-v1"``); required unless ``config`` or ``resume`` is given.
+        algo: algorithm name (``ppo``, ``sac``, ``td3``, ``ddpg``, ``dqn``, ``d3qn``; default ``ppo``).
         config: optional YAML file with :class:`~podium.config.PodSpec` fields; keyword arguments override it.
         run_dir: output directory (default ``runs/ENV-ALGO-seedS-TIMESTAMP``); it must not hold another run.
         resume: continue the run in this directory from its last checkpoint. ``steps``, ``seconds`` and
@@ -118,7 +124,11 @@ def train(
         PodInterrupted: Ctrl-C/SIGTERM stopped training; its last checkpoint holds every step (resume it).
         RunDirError: ``run_dir`` holds another run (choose another, resume it, or ``overwrite=True``) or lies
             in a tournament's ``pods`` folder, or ``resume`` is a tournament's pod (resume the tournament).
-        ConfigError: a bad field or hyperparameter (the message names it).
+        ConfigError: a bad field or hyperparameter (the message names it), or no env.
+
+    Warns:
+        NothingToDoWarning: ``resume`` with budgets the run has already spent (it trains nothing; at most it
+            scores the final policy, if it was stopped before that).
 
     Example:
         >>> report = podium.train("CartPole-v1", "ppo", target=475, seconds=60)
@@ -146,7 +156,15 @@ def train(
                 f"podium.tournament.resume_tournament(...)), or train a new pod from its policy (init_checkpoint: "
                 f"{PodDir(resume).last})"
             )
-        return Pod.resume(resume, progress=progress, **budget).run()
+        report = Pod.resume(resume, progress=progress, **budget).run()
+        if report.message:
+            warnings.warn(f"{resume}: {report.message}", NothingToDoWarning, stacklevel=2)
+        return report
+    if env is None and config is None:
+        raise ConfigError(
+            "give the environment to train on: podium.train('CartPole-v1', 'ppo', ...) (an id of `podium envs` or "
+            "any gymnasium id), or config='run.yaml'; to continue a run, resume='runs/...'"
+        )
     spec = make_spec(config, env=env, algo=algo, **fields)
     owner = PodDir(run_dir).tournament() if run_dir is not None else None
     if owner is not None:  # the tournament names its pods p0001, p0002, ... and claims them as it goes

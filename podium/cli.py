@@ -8,6 +8,7 @@ Paths are printed whole (never wrapped), so they can be copied from the terminal
 from __future__ import annotations
 
 import time
+import warnings
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -182,7 +183,7 @@ def train_command(
             check_env_id(env)
         except KeyError as exc:
             raise _fail(exc.args[0]) from None
-    from podium.api import make_spec, train
+    from podium.api import NothingToDoWarning, make_spec, train
     from podium.config import ConfigError
     from podium.pod import EvaluationError, PodInterrupted, TrainingDivergedError
     from podium.pod.pod import LearnerError
@@ -202,9 +203,18 @@ def train_command(
     try:
         if resume is None:  # a bad value names the option that gave it (train() would blame the file)
             make_spec(config, env=env, algo=algo, options=_TRAIN_OPTIONS, **fields)
-        report = train(
-            env, algo, config=config, run_dir=run_dir, resume=resume, overwrite=overwrite, progress=progress, **fields
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NothingToDoWarning)  # its message is the report's note, printed below
+            report = train(
+                env,
+                algo,
+                config=config,
+                run_dir=run_dir,
+                resume=resume,
+                overwrite=overwrite,
+                progress=progress,
+                **fields,
+            )
     except PodInterrupted as exc:
         console.print(f"[bold yellow]interrupted:[/] {exc}", soft_wrap=True)
         raise typer.Exit(code=exc.exit_code) from None

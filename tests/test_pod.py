@@ -289,6 +289,14 @@ def test_bad_configs_name_the_field(tmp_path, fields, match):
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
+def test_train_without_an_env_is_refused_not_cartpole(tmp_path):
+    """``podium.train(algo="sac")`` trained PodSpec's default env (CartPole-v1), or failed on its actions."""
+    for call in ({"algo": "ppo", "steps": 300}, {"algo": "sac", "steps": 300}, {"steps": 300}):
+        with pytest.raises(ConfigError, match=r"give the environment to train on: podium.train\('CartPole-v1'"):
+            podium.train(**call, run_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_env_in_train_suggests_a_close_match(tmp_path):
     with pytest.raises(KeyError, match="Pendulum-v1"):
         podium.train("Pendulum-v2x", "ppo", steps=10, run_dir=tmp_path)

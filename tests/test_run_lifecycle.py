@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from typer.testing import CliRunner
 
 import podium
 import podium.envs as podium_envs
+from podium.api import NothingToDoWarning
 from podium.cli import app
 from podium.config import ConfigError, PodSpec
 from podium.pod import Pod, PodInterrupted
@@ -220,12 +222,17 @@ def test_resume_with_a_spent_budget_says_there_is_nothing_to_do(tmp_path):
     run_dir = tmp_path / "run"
     first = podium.train("Pendulum-v1", "ppo", steps=2048, run_dir=run_dir, **FAST)
     logged = _metric_steps(run_dir)
-    report = podium.train(resume=run_dir, steps=1024)
+    with pytest.warns(NothingToDoWarning, match=r"nothing to do: .*give steps \(--steps\) larger than 2,048"):
+        report = podium.train(resume=run_dir, steps=1024)  # (SB3's learn() adds steps: this says it did not)
     assert report.steps == first.steps and _metric_steps(run_dir) == logged
     assert "nothing to do" in report.message and "totals" in report.message
-    result = runner.invoke(app, ["train", "--resume", str(run_dir), "--steps", "1024"], env={"COLUMNS": "300"})
-    assert result.exit_code == 0 and "nothing to do" in result.output
-    longer = podium.train(resume=run_dir, steps=4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the command prints it once, as its note, not as a Python warning too
+        result = runner.invoke(app, ["train", "--resume", str(run_dir), "--steps", "1024"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0 and result.output.count("nothing to do") == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NothingToDoWarning)
+        longer = podium.train(resume=run_dir, steps=4096)
     assert longer.steps == 4096 and longer.message == ""
 
 
@@ -245,11 +252,13 @@ def test_a_pod_stopped_after_its_last_step_scores_its_final_policy_when_resumed(
         with pytest.raises(KeyboardInterrupt):
             Pod(spec, run_dir, progress=False).run()
     assert load_checkpoint(PodDir(run_dir).last)["counters"]["steps"] >= 2048
-    report = podium.train(resume=run_dir)
+    with pytest.warns(NothingToDoWarning, match="only the final evaluation was left to do"):
+        report = podium.train(resume=run_dir)
     assert math.isfinite(report.score_mean) and math.isfinite(report.last_mean)
     assert report.curve and report.curve[-1]["step"] == report.steps and PodDir(run_dir).best.is_file()
     assert "only the final evaluation was left to do" in report.message
-    again = podium.train(resume=run_dir)  # now there is nothing left
+    with pytest.warns(NothingToDoWarning, match="nothing to do"):
+        again = podium.train(resume=run_dir)  # now there is nothing left
     assert "nothing to do" in again.message and again.score_mean == report.score_mean
 
 
@@ -271,7 +280,8 @@ def test_resume_with_another_target_judges_it_anew(tmp_path):
     spec = PodSpec(env="Pendulum-v1", algo="ppo", steps=2048, target=-5000.0, confirm_episodes=0, **FAST)
     first = Pod(spec, run_dir, progress=False).run()
     assert first.reached_target and first.stop_reason == "target"
-    again = podium.train(resume=run_dir, steps=2048)  # same target: nothing to do
+    with pytest.warns(NothingToDoWarning, match="already reached its target"):
+        again = podium.train(resume=run_dir, steps=2048)  # same target: nothing to do
     assert again.reached_target and "already reached its target" in again.message
     harder = podium.train(resume=run_dir, steps=first.steps + 1024, target=-1.0)  # out of reach so soon
     assert not harder.reached_target and harder.time_to_target is None and harder.stop_reason == "steps"
@@ -287,7 +297,8 @@ def test_resume_keeps_a_best_snapshot_scored_after_the_last_checkpoint(tmp_path)
     payload["counters"].update(best_mean=1e6, best_std=0.0)  # as if scored after last.pt was written
     save_checkpoint(best, {k: v for k, v in payload.items() if k != "format"})
     assert Pod.resume(run_dir, progress=False).best_mean == 1e6
-    report = podium.train(resume=run_dir, steps=2048)
+    with pytest.warns(NothingToDoWarning):
+        report = podium.train(resume=run_dir, steps=2048)
     assert report.steps == 2048 and report.score_mean == 1e6
     assert load_checkpoint(best)["counters"]["best_mean"] == 1e6
 
@@ -577,7 +588,8 @@ def test_a_tournaments_pod_is_resumed_with_its_tournament_not_alone(tmp_path, mo
         podium.train(resume="p0001", steps=1024)  # a relative path from inside pods/ too
     assert {p: p.read_bytes() for p in pod_dir.rglob("*") if p.is_file()} == before  # nothing lost or changed
     (t_dir / "tournament.yaml").unlink()  # a pod's run elsewhere resumes as before
-    assert podium.train(resume=pod_dir, steps=1024).steps >= 1024
+    with pytest.warns(NothingToDoWarning):  # (its round had trained 2,048 steps)
+        assert podium.train(resume=pod_dir, steps=1024).steps >= 1024
 
 
 def test_a_new_run_in_a_tournaments_pods_folder_is_refused_with_or_without_overwrite(tmp_path):

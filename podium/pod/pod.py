@@ -621,13 +621,13 @@ class Pod:
                 f"the run already reached its target {spec.target:g} "
                 f"(confirmed {self.best_mean:.2f} after {self.steps_to_target:,} steps)"
             )
-            fix = "give a higher --target to train on"
+            fix = "give a higher target (--target) to train on"
         elif stop == "steps":
             why = f"the run already has {self.steps:,} env steps >= its step budget {spec.steps:,}"
-            fix = f"budgets are totals: give --steps larger than {self.steps:,}"
+            fix = f"budgets are totals: give steps (--steps) larger than {self.steps:,}"
         else:
             why = f"the run already trained {self.wall_time:.1f} s >= its time budget {spec.seconds:g} s"
-            fix = f"budgets are totals: give --seconds larger than {self.wall_time:.0f}"
+            fix = f"budgets are totals: give seconds (--seconds) larger than {self.wall_time:.0f}"
         if scored_final:  # stopped after its last step, before its final evaluation: that was left to do
             return f"only the final evaluation was left to do: {why}; {fix}"
         return f"nothing to do: {why}; {fix}"
