@@ -160,6 +160,13 @@ def train(
         if report.message:
             warnings.warn(f"{resume}: {report.message}", NothingToDoWarning, stacklevel=2)
         return report
+    if env is not None and not isinstance(env, str):
+        raise ConfigError(
+            f"env: give an environment id, not a {type(env).__name__}: a pod saves the id with its checkpoints and "
+            "makes its envs from it again (its evaluator, a resume, podium.load). For your own gymnasium env (or a "
+            "wrapped one), register a constructor in a module: gymnasium.register('MyEnv-v0', entry_point=make_env) "
+            "in my_module, then podium.train('my_module:MyEnv-v0', ...); a tensor env: podium.envs.register"
+        )
     if env is None and config is None:
         raise ConfigError(
             "give the environment to train on: podium.train('CartPole-v1', 'ppo', ...) (an id of `podium envs` or "

@@ -222,7 +222,8 @@ class PodSpec(BaseModel):
     """Also keep a snapshot ``checkpoints/snapshots/stepNNNNNNNNNNNN.pt`` every this many seconds of training
     (e.g. to backtest how the policy generalises as training goes on); None = no snapshots."""
     init_checkpoint: str | None = None
-    """Start from this checkpoint's networks (e.g. a leaderboard entry); counters start at zero. An
+    """Start from this checkpoint's networks (e.g. a leaderboard entry; a pod's run directory: its ``best.pt``,
+    else ``last.pt``, as :func:`podium.load` reads one); counters start at zero. An
     off-policy pod also starts with the replay buffer saved next to it (``replay.pt``), if there is one: the
     buffer as that run left it, which for a ``best.pt`` holds experience from after the best snapshot too."""
     save_replay_buffer: bool = True

@@ -43,6 +43,19 @@ def no_child_process_left() -> Iterator[None]:
         pytest.fail(f"the test left {len(alive)} child process(es) running: {names}", pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def no_run_left_in_the_checkout() -> Iterator[None]:
+    """A test gives every pod a run directory under its ``tmp_path``: a pod without one writes to
+    ``runs/ENV-ALGO-seedS-TIMESTAMP`` in the current directory, the checkout, where a run of the suite left
+    a pair of them each time."""
+    runs = Path("runs")
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    yield
+    new = sorted(str(p) for p in (set(runs.iterdir()) if runs.is_dir() else set()) - before)
+    if new:
+        pytest.fail(f"the test wrote run directories into the checkout: {', '.join(new)}", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def small_tournament(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
     """Runs a finished tournament of tiny CartPole pods (1,024 steps each, inline backend, one at a time,

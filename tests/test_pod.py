@@ -181,7 +181,7 @@ def test_init_checkpoint_of_another_algorithm_is_refused(tmp_path):
     payload["algo"] = "td3"
     save_checkpoint(tmp_path / "td3.pt", {k: v for k, v in payload.items() if k != "format"})
     with pytest.raises(CheckpointError, match="td3"):
-        Pod(PodSpec(env="Pendulum-v1", algo="ppo", steps=10, init_checkpoint=str(tmp_path / "td3.pt")))
+        Pod(PodSpec(env="Pendulum-v1", algo="ppo", steps=10, init_checkpoint=str(tmp_path / "td3.pt")), tmp_path / "c")
 
 
 def test_a_child_pod_keeps_its_own_learning_rates_and_its_parents_weights(tmp_path):
@@ -195,7 +195,7 @@ def test_a_child_pod_keeps_its_own_learning_rates_and_its_parents_weights(tmp_pa
         init_checkpoint=parent_checkpoint,
         hparams={"actor_lr": 1.234e-4, "critic_lr": 5.678e-4},
     )
-    child = Pod(spec)
+    child = Pod(spec, tmp_path / "child")
     assert [g["lr"] for g in child.agent.actor_optimizer.param_groups] == [1.234e-4]
     assert [g["lr"] for g in child.agent.critic_optimizer.param_groups] == [5.678e-4]
     saved = load_checkpoint(parent_checkpoint)["agent"]
@@ -220,7 +220,9 @@ def test_replay_buffer_is_saved_and_continues_in_a_resumed_pod_and_in_a_child(tm
     assert resumed.steps >= 3_072 and loaded[-1] == 2_048
     grown = load_checkpoint(tmp_path / "parent" / "checkpoints" / "replay.pt")["replay"]["rewards"].shape[0]
     assert grown == resumed.steps  # the resumed pod added to the old experience, it did not start over
-    child = Pod(PodSpec(env="Pendulum-v1", algo="sac", steps=64, init_checkpoint=parent.checkpoint, **FAST))
+    child = Pod(
+        PodSpec(env="Pendulum-v1", algo="sac", steps=64, init_checkpoint=parent.checkpoint, **FAST), tmp_path / "child"
+    )
     child.run()
     assert loaded[-1] == grown  # a tournament child starts with its parent's experience
     off = PodSpec(env="Pendulum-v1", algo="sac", steps=64, save_replay_buffer=False, **FAST)
@@ -295,6 +297,28 @@ def test_train_without_an_env_is_refused_not_cartpole(tmp_path):
         with pytest.raises(ConfigError, match=r"give the environment to train on: podium.train\('CartPole-v1'"):
             podium.train(**call, run_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_env_object_is_refused_with_how_to_register_it(tmp_path):
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    for given in (env, lambda: env):
+        with pytest.raises(ConfigError, match=r"give an environment id, not a .*gymnasium.register\('MyEnv-v0'"):
+            podium.train(given, "ppo", steps=300, run_dir=tmp_path / "out")
+    env.close()
+    assert not (tmp_path / "out").exists()
+
+
+def test_init_checkpoint_may_be_a_run_directory_as_for_load(tmp_path):
+    parent = podium.train("CartPole-v1", "ppo", steps=512, run_dir=tmp_path / "parent", **FAST)
+    spec = PodSpec(env="CartPole-v1", algo="ppo", steps=10, init_checkpoint=str(tmp_path / "parent"), **FAST)
+    child = Pod(spec, tmp_path / "child")
+    saved = load_checkpoint(parent.checkpoint)["agent"]["module.actor"]  # best.pt, what podium.load reads
+    assert all(torch.equal(v, saved[k]) for k, v in child.agent.actor.state_dict().items())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"is a folder without checkpoints/best\.pt"):
+        Pod(spec.model_copy(update={"init_checkpoint": str(tmp_path / "empty")}), tmp_path / "child2")
 
 
 def test_unknown_env_in_train_suggests_a_close_match(tmp_path):

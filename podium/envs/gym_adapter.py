@@ -117,7 +117,9 @@ def _check_spaces(name: str, obs_space: gym.Space, act_space: gym.Space) -> None
     if not isinstance(obs_space, gym.spaces.Box | gym.spaces.Discrete):
         raise ValueError(
             f"{name}: podium handles Box (and Discrete, one-hot encoded) observation spaces, this env has "
-            f"{_describe(obs_space)}. Wrap it with gymnasium.wrappers.FlattenObservation (Dict/Tuple) first."
+            f"{_describe(obs_space)}. Wrap it with gymnasium.wrappers.FlattenObservation (Dict/Tuple) first, and "
+            "register the wrapped env to train on it: gymnasium.register('Flat-v0', entry_point=lambda: "
+            "FlattenObservation(gymnasium.make(...)))"
         )
 
 

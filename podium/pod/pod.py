@@ -377,8 +377,8 @@ class Pod:
         self.dir = PodDir(run_dir if run_dir is not None else default_run_dir(spec))
         with _locked(self):
             replace = self.dir.claim(overwrite)  # the old run is deleted once the new one has passed every check
-            init = spec.init_checkpoint
-            if replace and init and self.dir.root.resolve() in Path(init).resolve().parents:
+            init = _init_file(spec.init_checkpoint) if spec.init_checkpoint else None
+            if replace and init and self.dir.root.resolve() in init.resolve().parents:
                 raise ConfigError(
                     f"init_checkpoint {init} lies in {self.dir.root}, whose run overwrite would delete; "
                     "copy the checkpoint out of it first, or choose another run directory"
@@ -1101,6 +1101,21 @@ class _LearnerGroup:
         if self.fusion is not None:
             self.fusion.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _init_file(init: str) -> Path:
+    """The checkpoint file ``init_checkpoint`` names: the file itself, or a run directory's policy checkpoint
+    (``best.pt``, else ``last.pt``, as :func:`podium.load` reads a run directory)."""
+    path = Path(init)
+    if not path.is_dir():
+        return path
+    found = PodDir(path).policy_checkpoint()
+    if found is None:
+        raise CheckpointError(
+            f"init_checkpoint {init} is a folder without checkpoints/best.pt or checkpoints/last.pt: give a "
+            "checkpoint file or a pod's run directory"
+        )
+    return found
 
 
 def _divergence_advice(run_dir: PodDir, buffer: Any) -> str:
