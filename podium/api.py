@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import warnings
 from collections.abc import Callable, Mapping
@@ -47,6 +48,11 @@ def make_spec(config: str | Path | None = None, *, options: Mapping[str, str] | 
             f"{{learning_rate: 0.001}}'), got {type(base).__name__} {base!r}"
         )
     extra = fields.pop("hparams", None) or {}
+    if not isinstance(extra, Mapping):
+        raise ConfigError(
+            f"hparams must be a mapping of hyperparameter names to values, e.g. hparams={{'learning_rate': 1e-3}}, "
+            f"got {type(extra).__name__} {extra!r}"
+        )
     hparams = {**base, **extra}
     given = {k: v for k, v in fields.items() if v is not None}
     data.update(given)
@@ -205,8 +211,9 @@ class Policy:
     def act(self, obs: np.ndarray | torch.Tensor | int, deterministic: bool = True) -> Any:
         """Actions for one observation (``[obs_dim]``; an int for a Discrete observation space) or a batch
         (``[B, obs_dim]``; ``[B]`` ints). numpy (or int) in, numpy (or int) out; torch in, torch out.
-        Discrete observations are one-hot encoded as they were in training (one-hot float vectors are taken
-        as they are).
+        Discrete observations are one-hot encoded as they were in training. Their one-hot vectors are taken as
+        they are from torch as float tensors (``[n]`` or ``[B, n]``), and from numpy as a ``[B, n]`` batch only:
+        a 1-D numpy array is always a batch of integers (give one one-hot vector as ``[1, n]``).
 
         Raises:
             ValueError: an observation of another shape, or an integer outside a Discrete space."""
@@ -263,6 +270,13 @@ class Policy:
         native = spec.native_env if env is None else True  # the implementation it trained on, unless told
         eval_env = make(env or spec.env, num_envs=episodes, device=self.agent.device, native=native, **kwargs)
         try:
+            spaces = _spaces(eval_env.single_observation_space, eval_env.single_action_space)
+            if env is not None and spaces != (self.agent.obs_dim, self.agent.discrete, self.agent.action_dim):
+                raise ValueError(
+                    f"Policy.evaluate: {env} has {_describe_spaces(*spaces)}, but this policy acts on "
+                    f"{_describe_spaces(self.agent.obs_dim, self.agent.discrete, self.agent.action_dim)} "
+                    f"({spec.env}): evaluate it on an env with the same spaces"
+                )
             result = Evaluator(eval_env, seed=seed).evaluate(self.agent)
         finally:
             eval_env.close()
@@ -270,6 +284,19 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"Policy({self.agent.name} on {self.spec.env}, from {self.path})"
+
+
+def _spaces(observation_space: Any, action_space: Any) -> tuple[int, bool, int]:
+    """(observation size, discrete actions, number of actions or action size) of an env's spaces, as an
+    agent's ``obs_dim``, ``discrete`` and ``action_dim`` count them."""
+    discrete = hasattr(action_space, "n")
+    size = int(action_space.n) if discrete else int(np.prod(action_space.shape))
+    return int(np.prod(observation_space.shape)), discrete, size
+
+
+def _describe_spaces(obs_dim: int, discrete: bool, actions: int) -> str:
+    kind = f"{actions} discrete actions" if discrete else f"continuous actions of size {actions}"
+    return f"observations of size {obs_dim} and {kind}"
 
 
 class Ensemble:
@@ -336,7 +363,13 @@ def load_ensemble(paths: list[str | Path], device: str = "cpu") -> Ensemble:
 
     Raises:
         CheckpointError: a missing, corrupt or foreign file; ValueError: no paths, or members of different envs.
+        TypeError: one path instead of a list of them.
     """
+    if isinstance(paths, str | os.PathLike):  # a string is a sequence too: of one-letter "paths"
+        raise TypeError(
+            f"load_ensemble takes a list of checkpoints or run directories, got one path ({paths!r}): "
+            f"load_ensemble([{str(paths)!r}, ...]), or podium.load({str(paths)!r}) for a single policy"
+        )
     return Ensemble([load(p, device=device) for p in paths])
 
 
@@ -371,6 +404,12 @@ def load(path: str | Path, device: str = "cpu") -> Policy:
     resolve_device(device)  # a GPU-less machine is not a corrupt file
     ckpt = _resolve_checkpoint(path)
     payload = load_checkpoint(ckpt, map_location=device)
+    if "spec" not in payload and "replay" in payload:
+        run = PodDir.of_checkpoint(ckpt)
+        raise CheckpointError(
+            f"{ckpt} is a pod's replay buffer, not a policy: load {run.best} or {run.last} (or the run directory, "
+            f"{run.root})"
+        )
     try:
         spec = PodSpec(**{**payload["spec"], "device": device})
     except (KeyError, ValidationError) as exc:

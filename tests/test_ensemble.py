@@ -59,6 +59,18 @@ def test_members_of_different_envs_are_refused(runs):
         podium.load_ensemble([runs / "p0", runs / "c0"])
     with pytest.raises(ValueError, match="at least one policy"):
         podium.load_ensemble([])
+    for one in (str(runs / "p0"), runs / "p0"):  # a string is a sequence too: of one-letter "paths"
+        with pytest.raises(TypeError, match=r"takes a list of checkpoints .* or podium.load\("):
+            podium.load_ensemble(one)
+
+
+def test_a_policy_is_evaluated_only_on_an_env_with_its_spaces(runs):
+    policy = podium.load(runs / "p0")
+    assert policy.evaluate(episodes=2, env="Pendulum-v1") == policy.evaluate(episodes=2)
+    with pytest.raises(ValueError, match=r"CartPole-v1 has observations of size 4 and 2 discrete actions, but"):
+        policy.evaluate(episodes=2, env="CartPole-v1")  # it failed in a matmul
+    with pytest.raises(ValueError, match=r"MountainCarContinuous-v0 has observations of size 2 .* size 3"):
+        policy.evaluate(episodes=2, env="MountainCarContinuous-v0")
 
 
 def test_members_of_one_env_id_with_other_spaces_are_refused(tmp_path):

@@ -435,6 +435,8 @@ def test_confirmation_needs_a_meaningful_number_of_episodes():
 def test_a_target_no_policy_can_reach_is_refused_at_start(tmp_path):
     with pytest.raises(podium.config.ConfigError, match=r"target 200 can never be reached.*did you mean -200"):
         podium.train("Pendulum-v1", "sac", target=200, seconds=5, run_dir=tmp_path, **FAST)
+    with pytest.raises(podium.config.ConfigError, match=r"target 0 can never be reached on MountainCar-v0.* is -1"):
+        podium.train("MountainCar-v0", "dqn", target=0, seconds=5, run_dir=tmp_path, **FAST)  # -1 a step, 1 at least
 
 
 def test_a_selection_score_is_a_fresh_evaluation_of_the_best_snapshot(tmp_path):

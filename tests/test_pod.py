@@ -208,6 +208,8 @@ def test_replay_buffer_is_saved_and_continues_in_a_resumed_pod_and_in_a_child(tm
     parent = podium.train("Pendulum-v1", "sac", steps=2_048, run_dir=tmp_path / "parent", **FAST)
     replay = load_checkpoint(tmp_path / "parent" / "checkpoints" / "replay.pt")
     assert replay["algo"] == "sac" and replay["replay"]["rewards"].shape[0] == parent.steps == 2_048
+    with pytest.raises(CheckpointError, match=r"replay.pt is a pod's replay buffer, not a policy: load .*best.pt"):
+        podium.load(tmp_path / "parent" / "checkpoints" / "replay.pt")
     loaded = []
     original = Pod.run
 

@@ -218,6 +218,27 @@ def test_a_tournament_and_a_pod_never_share_a_directory(tmp_path):
 
 
 # ----------------------------------------------------------------- resume says what it does
+def test_resume_of_a_checkpoint_file_or_a_tournament_names_what_to_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    podium.train("CartPole-v1", "ppo", steps=512, run_dir=run_dir, **FAST)
+    with pytest.raises(CheckpointError, match=rf"run directory, not a file .*: resume {run_dir}, the run"):
+        podium.train(resume=PodDir(run_dir).last, steps=1024)  # it said the file could not be written in
+    t_dir = tmp_path / "t"
+    tournament(
+        env="CartPole-v1",
+        algos={"ppo": 1},
+        steps=512,
+        pod={"steps": 512, **FAST},
+        run_dir=t_dir,
+        backend="inline",
+        progress=False,
+    )
+    with pytest.raises(RunDirError, match=r"holds a tournament, not a pod: podium tournament resume"):
+        podium.train(resume=t_dir, steps=1024)  # it said last.pt did not exist
+    with pytest.raises(ConfigError, match=r"hparams must be a mapping .* got list"):
+        podium.train("CartPole-v1", "ppo", steps=512, hparams=[("gamma", 0.9)], run_dir=tmp_path / "x")
+
+
 def test_resume_with_a_spent_budget_says_there_is_nothing_to_do(tmp_path):
     run_dir = tmp_path / "run"
     first = podium.train("Pendulum-v1", "ppo", steps=2048, run_dir=run_dir, **FAST)

@@ -121,7 +121,11 @@ class Agent(ABC):
             low = torch.as_tensor(action_space.low, dtype=torch.float32, device=device)
             high = torch.as_tensor(action_space.high, dtype=torch.float32, device=device)
             if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
-                raise ValueError(f"{self.name} needs a bounded Box action space, got {action_space!r}")
+                raise ValueError(
+                    f"{self.name} needs a bounded Box action space (it squashes its actions into [low, high]), got "
+                    f"{action_space!r}: wrap the env in gymnasium.wrappers.RescaleAction or ClipAction with finite "
+                    "bounds and register the wrapped env"
+                )
             self.action_scale = (high - low) / 2.0
             self.action_bias = (high + low) / 2.0
 

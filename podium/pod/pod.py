@@ -63,7 +63,7 @@ from podium.pod.evaluator import (
 )
 from podium.pod.learner import FUSION_TIMEOUT, FusionGroup, Learner
 from podium.pod.worker import Worker, WorkerError, WorkerGroup
-from podium.rundir import DirLock, PodDir, safe_name
+from podium.rundir import DirLock, PodDir, RunDirError, TournamentDir, safe_name
 from podium.store import CheckpointError, load_checkpoint, remove_partial_writes, save_checkpoint
 
 __all__ = [
@@ -454,6 +454,22 @@ class Pod:
             CheckpointError: no usable ``last.pt`` in ``run_dir``.
             ConfigError: a bad budget (the message names it).
         """
+        path = Path(run_dir)
+        if path.is_file():
+            run = PodDir.of_checkpoint(path)
+            raise CheckpointError(
+                f"resume takes a run directory, not a file ({path}): "
+                + (
+                    f"resume {run.root}, the run it belongs to"
+                    if run.last.is_file()
+                    else "give the pod's run directory"
+                )
+            )
+        if TournamentDir(path).holds_tournament():
+            raise RunDirError(
+                f"{path} holds a tournament, not a pod: podium tournament resume {shlex.quote(str(path))} "
+                "(Python: podium.tournament.resume_tournament(...))"
+            )
         pod = cls.__new__(cls)
         pod.dir = PodDir(run_dir)
         with _locked(pod, create=False):

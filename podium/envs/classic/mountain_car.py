@@ -98,7 +98,7 @@ class MountainCarVecEnv(_MountainCarBase):
 
     @property
     def max_return(self) -> float:
-        return 0.0  # -1 per step until the goal
+        return -1.0  # -1 per step until the goal, the terminating step included: at least one step
 
     def __init__(
         self,
