@@ -71,7 +71,7 @@ def throughput_command(
     num_envs: Annotated[int, typer.Option("--num-envs", "-n", help="number of sub-environments")] = 4096,
     seconds: Annotated[float, typer.Option(help="how long to step, in seconds", min=0.001)] = 3.0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps")] = "cpu",
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="random seed")] = 0,
 ) -> None:
     """Step a batched environment with random actions and print its throughput (steps/second)."""
     import torch
@@ -247,7 +247,7 @@ def train_command(
 def eval_command(
     path: Annotated[str, typer.Argument(help="run directory (uses its best checkpoint) or checkpoint file")],
     episodes: Annotated[int, typer.Option(help="evaluation episodes, run in parallel")] = 32,
-    seed: Annotated[int, typer.Option(help="evaluation seed")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="evaluation seed")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N, mps")] = "cpu",
 ) -> None:
     """Evaluate a trained policy: mean and std of the return over N episodes."""

@@ -370,3 +370,11 @@ def test_a_boolean_where_a_number_belongs_is_refused_not_read_as_one(tmp_path):
             load_tournament_config(None, env="Pendulum-v1", **fields)
     assert PPOConfig(normalize_reward=True, learning_rate=1).learning_rate == 1.0  # booleans and numbers as ever
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("command", [["throughput", "--seconds", "0.1"], ["eval", "nowhere"]])
+def test_a_seed_outside_what_the_envs_take_is_refused_by_its_option(command):
+    """A negative seed crashed eval and throughput with gymnasium's traceback (train refused it already)."""
+    for seed in ("-1", str(2**31)):
+        result = runner.invoke(app, [*command, "--seed", seed])
+        assert result.exit_code == 2 and "--seed" in result.output and "Traceback" not in result.output
