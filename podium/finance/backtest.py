@@ -57,6 +57,7 @@ __all__ = [
     "backtest_command",
     "benchmark_prices",
     "buy_and_hold",
+    "default_out_dir",
     "find_snapshots",
     "generalisation_curve",
     "resolve_policy_paths",
@@ -713,8 +714,31 @@ def _day(value: str | pd.Timestamp, what: str) -> str:
         raise ValueError(f"cannot read the {what} day {value!r} as a date ({exc}); write it as YYYY-MM-DD") from None
 
 
-def _default_out_dir(path: Path, start: str, end: str, fill: str | None = None) -> Path:
-    tail = f"{start}_{end}" + (f"_{fill}" if fill not in (None, FILLS[0]) else "")
+def default_out_dir(
+    path: PathLike,
+    start: str,
+    end: str,
+    *,
+    top_k: int = 1,
+    fill: str | None = None,
+    initial_cash: float | None = None,
+    benchmark: str | None = "DIA",
+) -> Path:
+    """Where a backtest's files go unless told: ``RUN_DIR/backtest_START_END`` for a run directory,
+    ``backtest_NAME_START_END`` beside a checkpoint file, with a suffix for every choice that changes the
+    result, so that variants never overwrite each other: ``_topK`` (an ensemble of K), ``_next_close``
+    (the fill), ``_cashN`` (another initial cash, in dollars) and ``_vs_ETF`` / ``_no_benchmark`` (another
+    buy-and-hold benchmark than DIA). The one owner of this layout."""
+    path = Path(path)
+    tail = f"{start}_{end}"
+    if top_k > 1:
+        tail += f"_top{top_k}"
+    if fill not in (None, FILLS[0]):
+        tail += f"_{fill}"
+    if initial_cash is not None:
+        tail += f"_cash{initial_cash:.0f}" if float(initial_cash).is_integer() else f"_cash{initial_cash:.2f}"
+    if benchmark != "DIA":
+        tail += f"_vs_{benchmark}" if benchmark else "_no_benchmark"
     if path.is_dir():
         return path / f"backtest_{tail}"
     return path.parent / f"backtest_{path.stem}_{tail}"
@@ -744,7 +768,8 @@ def backtest_command(
         top_k: ensemble size (the best ``top_k`` policies of a tournament); when fewer policies exist
             (a short leaderboard, or one pod), all of them are used and a warning says so.
         out: output directory (default: ``RUN_DIR/backtest_START_END`` for a directory,
-            ``backtest_NAME_START_END`` next to a checkpoint file).
+            ``backtest_NAME_START_END`` next to a checkpoint file, with a suffix for an ensemble, a fill, an
+            initial cash or a benchmark other than the policy's or the default: see :func:`default_out_dir`).
         initial_cash: starting cash in dollars (default: the policy's).
         checkpoints: explicit checkpoint files, best first (see :func:`resolve_policy_paths`).
         device: torch device of the policies and the env.
@@ -778,9 +803,12 @@ def backtest_command(
     paths = resolve_policy_paths(path, top_k, checkpoints=checkpoints)
     if fill is not None and fill not in FILLS:
         raise ValueError(f"fill {fill!r} is not one of {', '.join(FILLS)}")
-    if out is None:  # named by the fill it runs with: as trained (the first member's), unless told
-        resolved = fill or _effective_kwargs(load(paths[0], device=device))["fill"]
-        out_dir = _default_out_dir(Path(path), start, end, resolved)
+    if out is None:  # named by what it runs with: the fill as trained (the first member's) unless told, ...
+        trained = _effective_kwargs(load(paths[0], device=device))
+        cash = None if initial_cash is None or float(initial_cash) == trained["initial_cash"] else initial_cash
+        out_dir = default_out_dir(
+            path, start, end, top_k=len(paths), fill=fill or trained["fill"], initial_cash=cash, benchmark=benchmark
+        )
     else:
         out_dir = Path(out)
     with warnings.catch_warnings():  # said below, in the table's words

@@ -89,9 +89,8 @@ def backtest_after(report: TournamentReport, config: TournamentConfig) -> None:
     report.extra["backtest"] = {"out_dir": str(result.out_dir), "metrics": result.metrics.to_dict()}
     k = min(b.top_k, len(checkpoints))
     if k > 1:
-        out = result.out_dir.with_name(f"{result.out_dir.name}_top{k}")
-        ensemble = backtest_command(report.run_dir, b.start, b.end, k, out=out, checkpoints=checkpoints)
-        report.extra["backtest_ensemble"] = {"out_dir": str(out), "metrics": ensemble.metrics.to_dict()}
+        ensemble = backtest_command(report.run_dir, b.start, b.end, k, checkpoints=checkpoints)
+        report.extra["backtest_ensemble"] = {"out_dir": str(ensemble.out_dir), "metrics": ensemble.metrics.to_dict()}
     if b.generalisation:
         frame = generalisation_curve(report.run_dir, b.start, b.end, out_dir=result.out_dir)
         report.extra["generalisation"] = str(result.out_dir / "generalisation.csv")

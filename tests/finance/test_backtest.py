@@ -23,6 +23,7 @@ from podium.finance.backtest import (
     backtest_command,
     benchmark_prices,
     buy_and_hold,
+    default_out_dir,
     find_snapshots,
     generalisation_curve,
     resolve_policy_paths,
@@ -182,6 +183,34 @@ def test_the_default_directory_names_the_fill_the_backtest_ran_with(run_dir: Pat
     at_close = backtest_command(late, *SHORT, console=quiet, fill="close")
     assert (as_trained.out_dir.name, at_close.out_dir.name) == (f"{name}_next_close", name)
     assert backtest_command(run_dir, *SHORT, console=quiet).out_dir.name == name  # trained at the close
+
+
+def test_every_variant_of_a_backtest_has_its_own_default_directory(run_dir: Path) -> None:
+    """An ensemble, another initial cash or another benchmark wrote into the champion's directory and replaced
+    its report without a word (the README's ``podium backtest runs/stock_dow29 --top-k 3`` did). The policy's own
+    cash, given again, is no variant."""
+    quiet, name = Console(file=io.StringIO()), f"backtest_{SHORT[0]}_{SHORT[1]}"
+    snapshots = sorted((run_dir / "checkpoints" / "snapshots").glob("*.pt"))[:2]
+    variants = {
+        name: {},
+        f"{name}_top2": {"top_k": 2, "checkpoints": snapshots},
+        f"{name}_cash250000": {"initial_cash": 250_000},
+        f"{name}_cash1234.50": {"initial_cash": 1234.5},
+        f"{name}_vs_SPY": {"benchmark": "SPY"},
+        f"{name}_no_benchmark": {"benchmark": None},
+    }
+    finals = {}
+    for expected, kwargs in variants.items():
+        report = backtest_command(run_dir, *SHORT, console=quiet, **kwargs)
+        assert report.out_dir == run_dir / expected, kwargs
+        finals[expected] = report.metrics.loc[POLICY, "final_value"]
+    for directory, final in finals.items():  # each report is still there, as it was written
+        written = pd.read_csv(run_dir / directory / "metrics.csv", index_col=0)
+        assert written.loc[POLICY, "final_value"] == pytest.approx(final), directory
+    same_cash = backtest_command(run_dir, *SHORT, console=quiet, initial_cash=1e6)  # the policy's own
+    assert same_cash.out_dir.name == name
+    beside_a_file = default_out_dir(run_dir / "checkpoints" / "last.pt", *SHORT, top_k=3)
+    assert beside_a_file == run_dir / "checkpoints" / f"backtest_last_{SHORT[0]}_{SHORT[1]}_top3"
 
 
 def test_ensemble_trades_the_mean_action(run_dir: Path) -> None:

@@ -166,6 +166,13 @@ def test_backtest_of_a_trading_tournament_uses_the_leaderboards_best(tmp_path):
     assert result.exit_code == 0, result.output
     assert (run_dir / "backtest_2016-01-04_2016-02-26" / "backtest.csv").is_file()
     assert not (run_dir / "backtest_2016").exists()
+    # an ensemble by default lands beside the champion's report, not over it (as the README runs it)
+    champion = (run_dir / "backtest_2016-01-04_2016-01-29" / "metrics.csv").read_bytes()  # the config's own
+    top2 = ["backtest", str(run_dir), "--start", "2016-01-04", "--end", "2016-01-29", "--top-k", "2"]
+    result = runner.invoke(app, top2, env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert (run_dir / "backtest_2016-01-04_2016-01-29" / "metrics.csv").read_bytes() == champion
+    assert (run_dir / "backtest_2016-01-04_2016-01-29_top2" / "metrics.csv").is_file()
 
 
 def test_a_run_directory_where_a_file_or_a_tournament_belongs_says_what_it_is_and_the_command(tmp_path):
