@@ -4,6 +4,7 @@ dynamic batch and metadata; a graph that disagrees is not kept; bad paths are re
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -199,9 +200,27 @@ def test_an_opset_the_file_would_not_have_is_refused(runs: dict[tuple[str, str],
     for bad in (0, 999):
         with pytest.raises(ValueError, match=r"opset: ONNX opsets run from 1 to \d+"):
             export_onnx(run, tmp_path / "x.onnx", opset=bad)
-    with pytest.raises(ExportError, match=r"opset 9 was asked for, but the exporter could only write opset \d+"):
+    with pytest.raises(ExportError, match=r"opset 9 was asked for, but the exporter writes opset \d+"):
         export_onnx(run, tmp_path / "x.onnx", opset=9)
     assert not (tmp_path / "x.onnx").exists()
+
+
+@pytest.mark.parametrize("case", [("CartPole-v1", "dqn"), ("Pendulum-v1", "ppo")])
+def test_an_opset_too_low_to_convert_to_names_the_lowest_that_works(
+    case: tuple[str, str], runs: dict[tuple[str, str], Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--opset 13 printed onnx's converter traceback and then "give --opset 18 or more", where 14 worked for one
+    policy and 13 for another. The error names why the conversion stopped and the lowest opset it reaches, and
+    that opset exports."""
+    with pytest.raises(ExportError, match=r"could not convert it down to 9 \(onnx's converter: .+\)") as error:
+        export_onnx(runs[case], tmp_path / "x.onnx", opset=9)
+    assert capfd.readouterr().err == ""  # said once, in the error
+    lowest = int(re.search(r"give --opset (\d+) or more", str(error.value)).group(1))
+    assert 9 < lowest < onnx.defs.onnx_opset_version()
+    written = export_onnx(runs[case], tmp_path / "x.onnx", opset=lowest)
+    assert [o.version for o in onnx.load(str(written)).opset_import if o.domain == ""] == [lowest]
+    with pytest.raises(ExportError, match=f"give --opset {lowest} or more"):
+        export_onnx(runs[case], tmp_path / "y.onnx", opset=lowest - 1)
 
 
 def test_the_cli_exports_and_names_the_file(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,18 +82,58 @@ class _EnsembleModule(torch.nn.Module):
         return (one_hot.sum(0) + 0.5 * one_hot[0]).argmax(-1)
 
 
+class _Kept(logging.Handler):
+    """Keeps the records it is given (the opset converter's reasons), instead of printing them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @contextlib.contextmanager
-def _quiet_exporter() -> Iterator[None]:
-    """The exporter's notes on optional torchvision operators and deprecations are not the user's business."""
-    logger = logging.getLogger("torch")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+def _quiet_exporter() -> Iterator[_Kept]:
+    """The exporter's notes on optional torchvision operators and deprecations are not the user's business,
+    nor are the opset converter's (onnxscript's) warnings and tracebacks: those are kept, for the error that
+    explains a failed conversion."""
+    torch_logger, converter = logging.getLogger("torch"), logging.getLogger("onnxscript")
+    level, propagate, kept = torch_logger.level, converter.propagate, _Kept()
+    torch_logger.setLevel(logging.ERROR)
+    converter.addHandler(kept)
+    converter.propagate = False
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            yield
+            yield kept
     finally:
-        logger.setLevel(level)
+        torch_logger.setLevel(level)
+        converter.removeHandler(kept)
+        converter.propagate = propagate
+
+
+def _lowest_opset(kept: _Kept) -> tuple[int | None, str]:
+    """From the converter's kept records: the lowest opset it could reach and why it stopped, or
+    ``(None, "")``. onnx's converter steps down one version at a time and stops at the first operator it cannot
+    carry further: "No Adapter From Version $13 for Gemm" (13), or "No Previous Version of CastLike exists"
+    (the opset that introduced CastLike, 15)."""
+    import onnx
+
+    for record in kept.records:
+        if record.exc_info and record.exc_info[1] is not None:
+            reason = str(record.exc_info[1]).rsplit(":", 1)[-1].strip().replace("$", "")
+            if found := re.search(r"From Version (\d+)", reason):
+                return int(found.group(1)), reason
+            if found := re.search(r"No Previous Version of (\w+)", reason):
+                since = [
+                    schema.since_version
+                    for schema in onnx.defs.get_all_schemas_with_history()
+                    if schema.name == found.group(1) and schema.domain == ""
+                ]
+                return (min(since) if since else None), reason
+            return None, reason
+    return None, ""
 
 
 def _sample_observations(policy: Policy, count: int, seed: int) -> np.ndarray:
@@ -193,7 +234,7 @@ def export_onnx(
     module.eval()
     example = torch.as_tensor(_sample_observations(first, 2, seed=0), device=agent.device)
     try:
-        with _quiet_exporter():
+        with _quiet_exporter() as kept:
             torch.onnx.export(
                 module,
                 (example,),
@@ -208,10 +249,13 @@ def export_onnx(
             )
         model = onnx.load(str(partial))
         written = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-        if opset is not None and written != opset:  # the exporter falls back to its own when it cannot convert
+        if opset is not None and written != opset:  # the exporter keeps its own when it cannot convert
+            lowest, reason = _lowest_opset(kept)
+            because = f" (onnx's converter: {reason})" if reason else ""
+            fix = f"--opset {lowest} or more" if lowest is not None and lowest > opset else "a higher --opset"
             raise ExportError(
-                f"opset {opset} was asked for, but the exporter could only write opset {written} for {first.path}; "
-                f"give --opset {written} or more (or leave it out)"
+                f"opset {opset} was asked for, but the exporter writes opset {written} for {first.path} and could "
+                f"not convert it down to {opset}{because}; give {fix} (or leave it out: {written})"
             )
         meta = {
             "podium_version": podium.__version__,
