@@ -204,6 +204,11 @@ class Policy:
         self._encode = encode  # gymnasium observations -> the tensors the agent was trained on (e.g. one-hot)
 
     @property
+    def algo(self) -> str:
+        """The algorithm that trained it: ``"ppo"``, ``"sac"``, ... (:attr:`Ensemble.algo` names a mix)."""
+        return self.agent.name
+
+    @property
     def discrete_observations(self) -> bool:
         """Whether the env's observations are integers (a Discrete space), one-hot encoded for the networks."""
         return self._encode is not None
@@ -326,6 +331,13 @@ class Ensemble:
                         f"{first.path} {ours} (the same id with other env_kwargs?)"
                     )
         self.members = members
+
+    @property
+    def algo(self) -> str:
+        """The members' algorithms in their order (best first), each once, joined by ``+``: ``"sac"`` for
+        three SAC policies, ``"sac+td3"`` for a tournament's mixed top 3. What ``/info`` and an ONNX
+        export's metadata call the ensemble."""
+        return "+".join(dict.fromkeys(m.algo for m in self.members))
 
     def act(self, obs: np.ndarray | torch.Tensor | int, deterministic: bool = True) -> Any:
         """The ensemble's action for one observation or a batch (see :meth:`Policy.act`)."""

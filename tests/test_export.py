@@ -120,6 +120,7 @@ def test_an_ensemble_exports_its_mean_or_its_vote(
         assert np.abs(member - want).max() > 1e-3  # the mean, not the first member
     meta = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
     assert len(meta["checkpoints"].splitlines()) == len(algos)
+    assert meta["algo"] == ("ppo+sac+td3" if env_id == "Pendulum-v1" else "ppo+dqn")  # not the first member's
 
 
 def test_a_tie_goes_to_the_first_member(runs: dict[tuple[str, str], Path], tmp_path: Path) -> None:

@@ -200,6 +200,15 @@ def test_discrete_actions_are_ints_and_an_ensemble_is_served(runs: dict[str, Pat
     assert single == batch[3]
 
 
+def test_a_mixed_ensemble_is_named_by_all_its_algorithms(runs: dict[str, Path], tmp_path: Path) -> None:
+    """/info called a tournament's mixed top 3 by its first member's algorithm."""
+    ppo = podium.train("Pendulum-v1", "ppo", steps=256, seed=0, run_dir=tmp_path / "ppo", **FAST).run_dir
+    ensemble = podium.load_ensemble([runs["pendulum"], ppo, runs["pendulum"]])
+    with _Server(make_app(ensemble)) as client:
+        assert client.get("/info").json()["algo"] == "td3+ppo"
+        assert client.get("/openapi.json").json()["info"]["title"] == "podium policy: td3+ppo on Pendulum-v1"
+
+
 def test_a_server_off_loopback_is_warned_about() -> None:
     assert exposure_warning("127.0.0.1", "the policy server") is None
     assert exposure_warning("localhost", "the policy server") is None

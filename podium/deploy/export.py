@@ -260,13 +260,13 @@ def export_onnx(
         meta = {
             "podium_version": podium.__version__,
             "env": first.spec.env,
-            "algo": agent.name,
+            "algo": policy.algo,  # a mixed ensemble's: "sac+td3"
             "checkpoints": "\n".join(sources),
             "observation": f"float32 [batch, {agent.obs_dim}]",
             "action": "int64 [batch]" if agent.discrete else f"float32 [batch, {agent.action_dim}]",
         }
         onnx.helper.set_model_props(model, meta)
-        model.doc_string = f"podium {agent.name} policy for {first.spec.env} (deterministic)"
+        model.doc_string = f"podium {policy.algo} policy for {first.spec.env} (deterministic)"
         onnx.save(model, str(partial))
         scale = 1.0 if agent.discrete else 1.0 + float(agent.action_scale.abs().max())
         _check(partial, policy, first, scale)

@@ -168,13 +168,13 @@ def make_app(
     lock = threading.Lock()  # one forward pass at a time: the agent's random generator is not thread-safe
 
     app = fastapi.FastAPI(
-        title=f"podium policy: {agent.name} on {first.spec.env}",
+        title=f"podium policy: {policy.algo} on {first.spec.env}",
         version=podium.__version__,
         description=__doc__,
     )
     info = {
         "env": first.spec.env,
-        "algo": agent.name,
+        "algo": policy.algo,  # a mixed ensemble's: "sac+td3"
         # a pod's directory and file (p0003/best.pt): a tournament's ensemble members all hold a best.pt
         "checkpoints": [f"{p.path.parent.parent.name}/{p.path.name}" for p in members],
         "observation_space": repr(agent.observation_space),
