@@ -7,8 +7,10 @@ Paths are printed whole (never wrapped), so they can be copied from the terminal
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -38,6 +40,19 @@ def _fail(message: str) -> typer.Exit:
 def _say(text: str) -> None:
     """Print a line that may hold paths: rich markup allowed, never wrapped (paths stay whole for copying)."""
     console.print(text, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _warnings_said() -> Iterator[None]:
+    """Python warnings raised inside (e.g. a tournament holding fewer entries than ``--top-k`` asks for) are
+    printed as the CLI's own ``warning: MESSAGE`` lines, not as ``FILE:LINE: UserWarning`` with a source line."""
+
+    def say(message: Warning | str, *_: object, **__: object) -> None:
+        console.print(f"[bold yellow]warning:[/] {escape(str(message))}", soft_wrap=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = say
+        yield
 
 
 @app.command("envs")
@@ -284,7 +299,8 @@ def export_command(
     from podium.deploy import ExportError, export_onnx
 
     try:
-        written = export_onnx(path, out, top_k=top_k, opset=opset)
+        with _warnings_said():
+            written = export_onnx(path, out, top_k=top_k, opset=opset)
     except (*_tournament_errors(), ExportError, ValueError, ImportError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
     import onnx
@@ -306,7 +322,8 @@ def serve_command(
     from podium.deploy import serve_policy
 
     try:
-        serve_policy(path, host, port, device=device, top_k=top_k)
+        with _warnings_said():
+            serve_policy(path, host, port, device=device, top_k=top_k)
     except (*_tournament_errors(), ValueError, ImportError, OSError) as exc:
         raise _fail(_reason(exc)) from exc
 

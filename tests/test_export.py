@@ -258,6 +258,10 @@ def test_a_tournament_exports_its_champion_or_its_top_k(tournament_dir: Path) ->
         assert export_onnx(tournament_dir, top_k=5) == tournament_dir / "top3.onnx"  # named by what it holds
     result = CliRunner().invoke(app, ["export", str(tournament_dir), "--top-k", "2"])
     assert result.exit_code == 0 and str(tournament_dir / "top2.onnx") in result.output
+    result = CliRunner().invoke(app, ["export", str(tournament_dir), "--top-k", "5"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output  # the CLI's warning line, not Python's FILE:LINE: UserWarning
+    assert re.search(r"^warning: top_k=5, but the leaderboard of .* holds 3: using those$", result.output, re.M)
+    assert "UserWarning" not in result.output, result.output
 
 
 def test_a_moved_or_copied_tournament_deploys_its_own_checkpoints(tournament_dir: Path, tmp_path: Path) -> None:
