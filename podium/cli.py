@@ -524,20 +524,22 @@ def leaderboard_command(
         try:
             info = board.info()
             entries = board.entries()
+            chain = None
+            if lineage == "champion":
+                if not entries:
+                    raise _fail(f"{run_dir}: the leaderboard is empty, so there is no champion yet")
+                lineage = entries[0].pod_id
+            if lineage is not None:  # a pod that does not exist is said before anything is printed
+                try:
+                    chain = board.lineage(lineage)
+                except KeyError as exc:
+                    raise _fail(str(exc.args[0])) from exc
             _say(f"[bold]leaderboard of {escape(run_dir)}[/] ({info['status']}, {info['elapsed']:.0f} s)")
             console.print(leaderboard_table(entries, title=None))
             if history:
                 parents = {p.id: p.parent_id for p in board.pods()}
                 console.print(history_table(board.history(), parents))
-            if lineage == "champion":
-                if not entries:
-                    raise _fail(f"{run_dir}: the leaderboard is empty, so there is no champion yet")
-                lineage = entries[0].pod_id
-            if lineage is not None:
-                try:
-                    chain = board.lineage(lineage)
-                except KeyError as exc:
-                    raise _fail(str(exc.args[0])) from exc
+            if chain is not None:
                 console.print(lineage_table(chain, title=f"lineage of {lineage} (newest first)"))
         finally:
             board.close()

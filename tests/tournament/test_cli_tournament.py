@@ -57,6 +57,9 @@ def test_tournament_resume_and_leaderboard_commands(tmp_path):
     assert result.exit_code == 0, result.output
     assert "changed from parent" in result.output and "{" not in result.output and "'" not in result.output
     assert re.search(r"│\s*p\d{4}\s*│\s*(ppo|dqn)\s*│", result.output.split("lineage of")[1]), result.output
+    # a pod that is not there: the error alone, not the whole board above it
+    result = runner.invoke(app, ["leaderboard", run_dir, "--lineage", "p9999"], env=WIDE)
+    assert result.exit_code == 2 and result.output.startswith("error: ") and "p9999" in result.output, result.output
 
 
 def test_a_tournament_without_run_dir_writes_runs_named_after_its_config(tmp_path, monkeypatch):
