@@ -218,7 +218,7 @@ def train_command(
     try:
         if resume is None:  # a bad value names the option that gave it (train() would blame the file)
             make_spec(config, env=env, algo=algo, options=_TRAIN_OPTIONS, **fields)
-        with warnings.catch_warnings():
+        with _warnings_said():
             warnings.simplefilter("ignore", NothingToDoWarning)  # its message is the report's note, printed below
             report = train(
                 env,
@@ -271,7 +271,8 @@ def eval_command(
 
     try:
         policy = load(path, device=device)
-        mean, std = policy.evaluate(episodes=episodes, seed=seed)
+        with _warnings_said():
+            mean, std = policy.evaluate(episodes=episodes, seed=seed)
     except (CheckpointError, ValueError, KeyError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
     _say(f"{escape(str(policy))}: [bold]{mean:.2f} ± {std:.2f}[/] over {episodes} episodes")

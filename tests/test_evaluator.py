@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from dataclasses import astuple
 
 import gymnasium as gym
@@ -77,6 +78,43 @@ def test_each_sub_env_scores_only_its_first_episode():
     assert result.returns == (1.0, 2.0, 3.0, 4.0, 5.0)
     assert result.mean == 3.0 and result.std == pytest.approx(np.std([1, 2, 3, 4, 5]))
     assert result.episodes == 5
+
+
+class _Endless(VecEnv):
+    """No time limit: sub-env 0 terminates after 3 steps, the others never; reward 1 per step."""
+
+    def __init__(self, num_envs: int = 5) -> None:
+        space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        super().__init__(num_envs, space, gym.spaces.Discrete(2), max_episode_steps=None)
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return torch.zeros(self.num_envs, 1), {}
+
+    def step(self, actions):
+        self.t += 1
+        ends = torch.zeros(self.num_envs, dtype=torch.bool)
+        ends[0] = self.t == 3
+        return torch.zeros(self.num_envs, 1), torch.ones(self.num_envs), ends, torch.zeros_like(ends), {}
+
+
+def test_episodes_cut_off_by_the_step_cap_of_an_env_without_a_time_limit_are_warned_about_once(monkeypatch):
+    """An env without a time limit was scored under a 10,000-step cap without a word: its unfinished episodes
+    counted with their partial return."""
+    from podium.pod import evaluator as evaluator_module
+    from podium.pod.evaluator import EvaluationCutWarning
+
+    monkeypatch.setattr(evaluator_module, "DEFAULT_MAX_STEPS", 20)
+    evaluator = Evaluator(_Endless(5))
+    with pytest.warns(EvaluationCutWarning, match=r"^4 of 5 evaluation episodes were still running after 20 steps"):
+        result = evaluator.evaluate(_AnyPolicy())
+    assert result.returns == (3.0, 20.0, 20.0, 20.0, 20.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        evaluator.evaluate(_AnyPolicy())  # once per evaluator
+        Evaluator(_Endless(5), max_steps=20).evaluate(_AnyPolicy())  # a cap the caller chose
+        Evaluator(_Countdown(5)).evaluate(_AnyPolicy())  # episodes that end in the env's own time limit
 
 
 class _Uneven(gym.Env):

@@ -1,6 +1,14 @@
 """One agent's training run: worker, learner, evaluator, and the pod that runs them."""
 
-from podium.pod.evaluator import EvalResult, EvaluationError, Evaluator, EvaluatorService, Scored, Snapshot
+from podium.pod.evaluator import (
+    EvalResult,
+    EvaluationCutWarning,
+    EvaluationError,
+    Evaluator,
+    EvaluatorService,
+    Scored,
+    Snapshot,
+)
 from podium.pod.learner import Learner, average_agents
 from podium.pod.pod import (
     Pod,
@@ -15,6 +23,7 @@ from podium.pod.worker import RolloutStats, Worker
 
 __all__ = [
     "EvalResult",
+    "EvaluationCutWarning",
     "EvaluationError",
     "Evaluator",
     "EvaluatorService",

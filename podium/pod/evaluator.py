@@ -39,6 +39,7 @@ import os
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -53,6 +54,7 @@ from podium.pod._child import ignore_stop_signals
 __all__ = [
     "EvalMode",
     "EvalResult",
+    "EvaluationCutWarning",
     "EvaluationError",
     "Evaluator",
     "EvaluatorService",
@@ -76,6 +78,11 @@ stay below 2**32, since torch's CPU generator (a Mersenne Twister) keeps a seed'
 
 class EvaluationError(RuntimeError):
     """The evaluator failed (its env or the policy raised); the pod stops with this error."""
+
+
+class EvaluationCutWarning(UserWarning):
+    """Evaluation episodes of an env without a time limit ran into the evaluator's step cap (10,000 steps
+    unless told) and were scored by their partial return. Warned once per evaluator."""
 
 
 class _Abandoned(Exception):
@@ -136,6 +143,10 @@ def confirms(result: EvalResult, target: float, margin: float, attempt: int = 1)
     return lower_bound(result.mean, result.std, result.episodes, margin_for(margin, attempt)) >= target
 
 
+DEFAULT_MAX_STEPS = 10_000
+"""The evaluator's cap on the steps of one evaluation when the env has no time limit of its own."""
+
+
 class Evaluator:
     """Runs ``env.num_envs`` evaluation episodes in parallel.
 
@@ -148,7 +159,8 @@ class Evaluator:
 
     def __init__(self, env: VecEnv, deterministic: bool = True, max_steps: int | None = None, seed: int = 0) -> None:
         self.env, self.deterministic = env, deterministic
-        self.max_steps = max_steps or env.max_episode_steps or 10_000
+        self.max_steps = max_steps or env.max_episode_steps or DEFAULT_MAX_STEPS
+        self._warn_cut = max_steps is None and env.max_episode_steps is None  # the cap the user never chose
         self.seed = seed
         self.best: EvalResult | None = None
         self.evaluations = 0
@@ -178,6 +190,15 @@ class Evaluator:
                 break
             if self.abandon is not None and self.abandon():
                 raise _Abandoned
+        if self._warn_cut and not bool(finished.all()):
+            self._warn_cut = False
+            warnings.warn(
+                f"{int((~finished).sum())} of {env.num_envs} evaluation episodes were still running after "
+                f"{self.max_steps:,} steps and count with their partial return: the env has no time limit. Give it "
+                "one: max_episode_steps in the pod's env_kwargs, or where the env is registered with gymnasium",
+                EvaluationCutWarning,
+                stacklevel=2,
+            )
         result = EvalResult.of(returns.tolist(), time.perf_counter() - start)
         if math.isnan(result.mean):
             raise FloatingPointError("evaluation returned NaN scores; the policy produces invalid actions")
