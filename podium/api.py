@@ -120,7 +120,8 @@ def train(
         config: optional YAML file with :class:`~podium.config.PodSpec` fields; keyword arguments override it.
         run_dir: output directory (default ``runs/ENV-ALGO-seedS-TIMESTAMP``); it must not hold another run.
         resume: continue the run in this directory from its last checkpoint. ``steps``, ``seconds`` and
-            ``target`` may be given: budgets are totals over the whole run, not amounts to add.
+            ``target`` may be given: budgets are totals over the whole run, not amounts to add; one given as
+            None is dropped (``target=None``: train on past a target the run reached, to its other budgets).
         overwrite: delete a previous run in ``run_dir`` first (otherwise a used ``run_dir`` is refused).
         progress: show a progress bar; None (default): when standard error is a terminal.
         **fields: any other :class:`~podium.config.PodSpec` field: ``steps``, ``seconds``, ``target``,
@@ -145,7 +146,7 @@ def train(
             "resume continues the run in its directory and overwrite deletes it: choose one (resume keeps it)"
         )
     if resume is not None:
-        budget = {k: fields.pop(k, None) for k in ("steps", "seconds", "target")}
+        budget = {k: fields.pop(k) for k in ("steps", "seconds", "target") if k in fields}  # None given: dropped
         given = {**fields, "env": env, "algo": algo, "config": config, "run_dir": run_dir}
         unused = sorted(k for k, v in given.items() if v is not None)
         if unused:

@@ -171,6 +171,9 @@ def train_command(
     steps: Annotated[int | None, typer.Option(help="budget in env steps")] = None,
     seconds: Annotated[float | None, typer.Option(help="budget in wall-clock seconds")] = None,
     target: Annotated[float | None, typer.Option(help="stop once a policy is confirmed at this score")] = None,
+    no_target: Annotated[
+        bool, typer.Option("--no-target", help="with --resume: drop the run's target and train on to its budgets")
+    ] = False,
     device: Annotated[str | None, typer.Option(help="cpu, cuda, cuda:N, mps")] = None,
     seed: Annotated[int | None, typer.Option(help="random seed")] = None,
     config: Annotated[str | None, typer.Option(help="YAML file of pod-spec fields")] = None,
@@ -215,6 +218,11 @@ def train_command(
         "eval_every": eval_every,
         "hparams": hparams or None,
     }
+    fields = {k: v for k, v in fields.items() if v is not None}  # options not given
+    if no_target:
+        if resume is None or target is not None:
+            raise _fail("--no-target drops a resumed run's target: give it with --resume RUN_DIR, without --target")
+        fields["target"] = None  # dropped: podium.train(resume=..., target=None)
     try:
         if resume is None:  # a bad value names the option that gave it (train() would blame the file)
             make_spec(config, env=env, algo=algo, options=_TRAIN_OPTIONS, **fields)

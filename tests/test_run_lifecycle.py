@@ -304,8 +304,19 @@ def test_resume_with_another_target_judges_it_anew(tmp_path):
     with pytest.warns(NothingToDoWarning, match="already reached its target"):
         again = podium.train(resume=run_dir, steps=2048)  # same target: nothing to do
     assert again.reached_target and "already reached its target" in again.message
-    harder = podium.train(resume=run_dir, steps=first.steps + 1024, target=-1.0)  # out of reach so soon
+    assert "drop it (--no-target; Python: target=None)" in again.message
+    on = podium.train(resume=run_dir, steps=first.steps + 1024, target=None)  # dropped: trains on past it
+    assert on.stop_reason == "steps" and on.steps >= first.steps + 1024 and not on.reached_target
+    assert load_checkpoint(PodDir(run_dir).last)["spec"]["target"] is None
+    harder = podium.train(resume=run_dir, steps=on.steps + 1024, target=-1.0)  # out of reach so soon
     assert not harder.reached_target and harder.time_to_target is None and harder.stop_reason == "steps"
+    more = ["train", "--resume", str(run_dir), "--no-target", "--steps", str(harder.steps + 512), "--no-progress"]
+    result = CliRunner().invoke(app, more)
+    assert result.exit_code == 0, result.output
+    assert load_checkpoint(PodDir(run_dir).last)["spec"]["target"] is None
+    for args in (["--env", "Pendulum-v1"], ["--resume", str(run_dir), "--target", "-3"]):
+        result = CliRunner().invoke(app, ["train", *args, "--no-target"], env={"COLUMNS": "200"})
+        assert result.exit_code == 2 and "--no-target drops a resumed run's target" in result.output, result.output
 
 
 def test_resume_keeps_a_best_snapshot_scored_after_the_last_checkpoint(tmp_path):

@@ -448,7 +448,8 @@ class Pod:
     def resume(cls, run_dir: str | Path, progress: bool | None = None, **overrides: Any) -> Pod:
         """Continue the run in ``run_dir`` from ``checkpoints/last.pt`` with the hyperparameters it was
         trained with. ``overrides`` change budget fields (``steps``, ``seconds``, ``target``, ...): budgets
-        are totals over the whole run, as in the spec, not amounts to add.
+        are totals over the whole run, as in the spec, not amounts to add; a budget given as None is dropped
+        (one must remain).
 
         Raises:
             CheckpointError: no usable ``last.pt`` in ``run_dir``.
@@ -486,7 +487,7 @@ class Pod:
         for directory in (pod_dir.checkpoints, pod_dir.snapshots):  # what a killed run was writing when it died
             remove_partial_writes(directory)
         old = PodSpec(**payload["spec"])
-        changes = {k: v for k, v in overrides.items() if v is not None}
+        changes = dict(overrides)  # a budget given as None is dropped: PodSpec checks that one remains
         try:
             spec = PodSpec(**{**payload["spec"], **changes})
         except ValidationError as exc:
@@ -637,7 +638,7 @@ class Pod:
                 f"the run already reached its target {spec.target:g} "
                 f"(confirmed {self.best_mean:.2f} after {self.steps_to_target:,} steps)"
             )
-            fix = "give a higher target (--target) to train on"
+            fix = "give a higher target (--target) to train on, or drop it (--no-target; Python: target=None)"
         elif stop == "steps":
             why = f"the run already has {self.steps:,} env steps >= its step budget {spec.steps:,}"
             fix = f"budgets are totals: give steps (--steps) larger than {self.steps:,}"
