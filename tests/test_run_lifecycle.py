@@ -235,6 +235,11 @@ def test_resume_of_a_checkpoint_file_or_a_tournament_names_what_to_resume(tmp_pa
     )
     with pytest.raises(RunDirError, match=r"holds a tournament, not a pod: podium tournament resume"):
         podium.train(resume=t_dir, steps=1024)  # it said last.pt did not exist
+    with pytest.raises(CheckpointError, match=r"missing does not exist: resume takes the run directory of a pod"):
+        podium.train(resume=tmp_path / "missing", steps=1024)  # it said checkpoints/last.pt did not exist
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"empty holds no pod's run .*: nothing to resume"):
+        podium.train(resume=tmp_path / "empty", steps=1024)
     with pytest.raises(ConfigError, match=r"hparams must be a mapping .* got list"):
         podium.train("CartPole-v1", "ppo", steps=512, hparams=[("gamma", 0.9)], run_dir=tmp_path / "x")
 
@@ -505,7 +510,7 @@ def test_a_refused_new_run_leaves_no_empty_directory_behind(tmp_path):
     with pytest.raises(ConfigError):
         podium.train("Pendulum-v1", "ppo", steps=512, run_dir=tmp_path / "new", hparams={"learning_rat": 1}, **FAST)
     assert not (tmp_path / "new").exists()
-    with pytest.raises(Exception, match=r"last\.pt"):
+    with pytest.raises(Exception, match=r"typo does not exist: resume takes the run directory"):
         Pod.resume(tmp_path / "typo")
     assert not (tmp_path / "typo").exists()
 

@@ -471,6 +471,15 @@ class Pod:
                 f"{path} holds a tournament, not a pod: podium tournament resume {shlex.quote(str(path))} "
                 "(Python: podium.tournament.resume_tournament(...))"
             )
+        if not path.exists():
+            raise CheckpointError(
+                f"{path} does not exist: resume takes the run directory of a pod (its --run-dir, or the "
+                "runs/ENV-ALGO-seedS-TIMESTAMP folder it printed)"
+            )
+        if not PodDir(path).holds_run():
+            raise CheckpointError(
+                f"{path} holds no pod's run (no spec.yaml, no checkpoints/last.pt): nothing to resume"
+            )
         pod = cls.__new__(cls)
         pod.dir = PodDir(run_dir)
         with _locked(pod, create=False):
