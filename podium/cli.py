@@ -241,6 +241,10 @@ def train_command(
     except PodInterrupted as exc:
         console.print(f"[bold yellow]interrupted:[/] {exc}", soft_wrap=True)
         raise typer.Exit(code=exc.exit_code) from None
+    except KeyboardInterrupt as exc:  # before the pod's loop (imports, envs, checks), or a second Ctrl-C
+        why = str(exc) or "before training started; no checkpoint was written"
+        console.print(f"[bold yellow]interrupted:[/] {escape(why)}", soft_wrap=True)
+        raise typer.Exit(code=130) from None
     except (ConfigError, CheckpointError, KeyError, ValueError) as exc:
         raise _fail(str(exc.args[0] if exc.args else exc)) from exc
     except (TrainingDivergedError, EvaluationError, WorkerError, LearnerError) as exc:
@@ -650,6 +654,10 @@ def main() -> None:
     try:
         app()
     except SystemExit as exc:  # typer's way out, also after a command that succeeded
+        # Ctrl-C that no command caught (e.g. while torch imports) is typer's silent Exit(130): say it
+        cause = getattr(exc.__context__, "__cause__", None)
+        if exc.code == 130 and isinstance(cause, KeyboardInterrupt):
+            console.print(f"[bold yellow]interrupted:[/] {escape(str(cause) or 'stopped by Ctrl-C')}", soft_wrap=True)
         exit_process(exc.code)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import subprocess
@@ -378,3 +379,35 @@ def test_a_seed_outside_what_the_envs_take_is_refused_by_its_option(command):
     for seed in ("-1", str(2**31)):
         result = runner.invoke(app, [*command, "--seed", seed])
         assert result.exit_code == 2 and "--seed" in result.output and "Traceback" not in result.output
+
+
+def test_ctrl_c_before_training_starts_says_so(monkeypatch, capsys):
+    """Ctrl-C while the command imported torch or built the pod exited 130 without a word (typer's silent
+    Exit(130)); a second Ctrl-C's reason was lost the same way."""
+    import podium.api
+    import podium.machine
+    from podium.cli import main
+
+    registry = importlib.import_module("podium.envs.registry")  # (podium.envs.registry is also a dict's name)
+
+    for raised, said in (
+        (KeyboardInterrupt(), "interrupted: before training started; no checkpoint was written"),
+        (KeyboardInterrupt("SIGINT again: stopping at once, without saving"), "interrupted: SIGINT again: stopping"),
+    ):
+
+        def interrupted(*args, exc=raised, **kwargs):
+            raise exc
+
+        monkeypatch.setattr(podium.api, "train", interrupted)
+        result = CliRunner().invoke(app, ["train", "CartPole-v1", "--steps", "100"], env={"COLUMNS": "200"})
+        assert result.exit_code == 130 and result.output.startswith(said), result.output
+
+    def exit_here(code=0):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(podium.machine, "exit_process", exit_here)  # main ends the process there
+    monkeypatch.setattr(registry, "check_env_id", lambda env: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(sys, "argv", ["podium", "train", "CartPole-v1", "--steps", "100"])
+    with pytest.raises(SystemExit) as stopped:
+        main()  # interrupted outside any command's own handling: typer's Exit(130)
+    assert stopped.value.code == 130 and "interrupted: stopped by Ctrl-C" in capsys.readouterr().out
