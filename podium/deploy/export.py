@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import logging.handlers
 import re
 import warnings
 from collections.abc import Iterator
@@ -82,24 +83,14 @@ class _EnsembleModule(torch.nn.Module):
         return (one_hot.sum(0) + 0.5 * one_hot[0]).argmax(-1)
 
 
-class _Kept(logging.Handler):
-    """Keeps the records it is given (the opset converter's reasons), instead of printing them."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 @contextlib.contextmanager
-def _quiet_exporter() -> Iterator[_Kept]:
+def _quiet_exporter() -> Iterator[logging.handlers.BufferingHandler]:
     """The exporter's notes on optional torchvision operators and deprecations are not the user's business,
     nor are the opset converter's (onnxscript's) warnings and tracebacks: those are kept, for the error that
     explains a failed conversion."""
     torch_logger, converter = logging.getLogger("torch"), logging.getLogger("onnxscript")
-    level, propagate, kept = torch_logger.level, converter.propagate, _Kept()
+    kept = logging.handlers.BufferingHandler(capacity=10_000)  # its .buffer holds the records, unprinted
+    level, propagate = torch_logger.level, converter.propagate
     torch_logger.setLevel(logging.ERROR)
     converter.addHandler(kept)
     converter.propagate = False
@@ -113,14 +104,14 @@ def _quiet_exporter() -> Iterator[_Kept]:
         converter.propagate = propagate
 
 
-def _lowest_opset(kept: _Kept) -> tuple[int | None, str]:
+def _lowest_opset(kept: logging.handlers.BufferingHandler) -> tuple[int | None, str]:
     """From the converter's kept records: the lowest opset it could reach and why it stopped, or
     ``(None, "")``. onnx's converter steps down one version at a time and stops at the first operator it cannot
     carry further: "No Adapter From Version $13 for Gemm" (13), or "No Previous Version of CastLike exists"
     (the opset that introduced CastLike, 15)."""
     import onnx
 
-    for record in kept.records:
+    for record in kept.buffer:
         if record.exc_info and record.exc_info[1] is not None:
             reason = str(record.exc_info[1]).rsplit(":", 1)[-1].strip().replace("$", "")
             if found := re.search(r"From Version (\d+)", reason):
